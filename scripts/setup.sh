@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# One-command, idempotent set-up of rcubench on a Debian 12 machine.
+#
+# Installs what is missing (Debian packages, the virtualenv), starts the services that are not
+# running (PostgreSQL, Redis, virtlogd, libvirtd), creates the database role and database and
+# applies migrations. Every step checks first and acts only when needed; each action is
+# reported as "setup: did ...", and a run with nothing to do says so and exits 0.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+
+VENV=${VENV:-$ROOT/.venv}
+PYTHON=${PYTHON:-/usr/bin/python3}
+PG_ROLE=${RCUBENCH_DB_ROLE:-rcubench}
+PG_PASSWORD=${RCUBENCH_DB_PASSWORD:-rcubench}
+PG_DB=${RCUBENCH_DB_NAME:-rcubench}
+
+DEBIAN_PACKAGES=(
+  # Python for the virtualenv; libvirt-python compiles against libvirt-dev.
+  python3 python3-venv python3-dev gcc pkg-config git curl
+  # Services.
+  postgresql postgresql-client redis-server
+  # VMs: QEMU (TCG here, KVM where usable) under libvirt, no systemd needed.
+  qemu-system-x86 qemu-system-ppc qemu-utils
+  libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev
+  # Kernel builds (native x86_64 and ppc64le cross), sandboxed with bubblewrap.
+  build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils rsync
+  ccache bubblewrap gcc-powerpc64le-linux-gnu
+  # Guest userspace and the default kernel tree for demos and tests.
+  busybox-static linux-source-6.12
+)
+
+changed=0
+did() { echo "setup: did $*"; changed=$((changed + 1)); }
+ok() { echo "setup: ok   $*"; }
+die() { echo "setup: error: $*" >&2; exit 1; }
+
+if [ "$(id -u)" -eq 0 ]; then SUDO=(); else SUDO=(sudo -n); fi
+as_root() { "${SUDO[@]}" "$@"; }
+
+# --- Debian packages ---------------------------------------------------------------------
+missing=()
+for pkg in "${DEBIAN_PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+  [ "$status" = installed ] || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+  did "install Debian packages: ${missing[*]}"
+else
+  ok "Debian packages (${#DEBIAN_PACKAGES[@]})"
+fi
+
+# --- PostgreSQL --------------------------------------------------------------------------
+if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+  ver=$(ls /usr/lib/postgresql | sort -V | tail -n 1)
+  [ -d "/etc/postgresql/$ver/main" ] || as_root pg_createcluster "$ver" main >/dev/null
+  as_root pg_ctlcluster --skip-systemctl-redirect "$ver" main start
+  for _ in $(seq 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+  pg_isready -q -h 127.0.0.1 -p 5432 || die "PostgreSQL $ver did not start"
+  did "start PostgreSQL $ver"
+else
+  ok "PostgreSQL accepting connections on 127.0.0.1:5432"
+fi
+
+psql_admin() { as_root runuser -u postgres -- psql -v ON_ERROR_STOP=1 -qtAX "$@"; }
+if [ "$(psql_admin -c "SELECT 1 FROM pg_roles WHERE rolname = '$PG_ROLE'")" != 1 ]; then
+  # CREATEDB: pytest-django creates and drops its own test database.
+  psql_admin -c "CREATE ROLE $PG_ROLE LOGIN CREATEDB PASSWORD '$PG_PASSWORD'"
+  did "create PostgreSQL role $PG_ROLE"
+else
+  ok "PostgreSQL role $PG_ROLE"
+fi
+if [ "$(psql_admin -c "SELECT 1 FROM pg_database WHERE datname = '$PG_DB'")" != 1 ]; then
+  psql_admin -c "CREATE DATABASE $PG_DB OWNER $PG_ROLE"
+  did "create database $PG_DB"
+else
+  ok "database $PG_DB"
+fi
+
+# --- Redis -------------------------------------------------------------------------------
+if [ "$(redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null)" != PONG ]; then
+  as_root mkdir -p /var/lib/redis /var/log/redis
+  # No persistence: the broker only carries "do step X for id N"; state lives in PostgreSQL.
+  as_root redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" \
+    --appendonly no --dir /var/lib/redis --logfile /var/log/redis/rcubench.log
+  for _ in $(seq 20); do [ "$(redis-cli -h 127.0.0.1 ping 2>/dev/null)" = PONG ] && break; sleep 0.5; done
+  [ "$(redis-cli -h 127.0.0.1 ping 2>/dev/null)" = PONG ] || die "Redis did not start"
+  did "start Redis"
+else
+  ok "Redis answering on 127.0.0.1:6379"
+fi
+
+# --- libvirt (without systemd: see shared/KERNEL-NOTES.md) -------------------------------
+for group in kvm libvirt libvirt-qemu; do
+  if ! getent group "$group" >/dev/null; then as_root groupadd -r "$group"; did "create group $group"; fi
+done
+if ! getent passwd libvirt-qemu >/dev/null; then
+  as_root useradd -r -g libvirt-qemu -G kvm -d /var/lib/libvirt -s /usr/sbin/nologin libvirt-qemu
+  did "create user libvirt-qemu"
+fi
+for dir in /var/log/libvirt/qemu /var/run/libvirt /var/lib/libvirt/qemu /var/cache/libvirt; do
+  if [ ! -d "$dir" ]; then as_root mkdir -p "$dir"; did "create $dir"; fi
+done
+if ! pgrep -x virtlogd >/dev/null; then as_root virtlogd -d; did "start virtlogd"; fi
+if ! pgrep -x libvirtd >/dev/null; then
+  as_root libvirtd -d
+  did "start libvirtd"
+fi
+for _ in $(seq 30); do as_root virsh -q -c qemu:///system list --all >/dev/null 2>&1 && break; sleep 0.5; done
+as_root virsh -q -c qemu:///system list --all >/dev/null 2>&1 || die "libvirtd does not answer on qemu:///system"
+ok "libvirt answering on qemu:///system"
+
+# --- Python virtualenv -------------------------------------------------------------------
+stamp="$VENV/.rcubench-requirements.sha256"
+want=$(cat requirements/*.txt <("$PYTHON" --version) | sha256sum | cut -d' ' -f1)
+if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --use-pep517 \
+    -r requirements/dev.txt -c requirements/constraints.txt
+  echo "$want" >"$stamp"
+  did "install Python dependencies into $VENV"
+else
+  ok "virtualenv $VENV matches requirements/"
+fi
+
+# --- Database schema ---------------------------------------------------------------------
+if ! "$VENV/bin/python" manage.py migrate --check >/dev/null 2>&1; then
+  "$VENV/bin/python" manage.py migrate --noinput >/dev/null
+  did "apply database migrations"
+else
+  ok "database migrations applied"
+fi
+
+if [ "$changed" -eq 0 ]; then
+  echo "setup: nothing to do"
+else
+  echo "setup: done ($changed changes)"
+fi
