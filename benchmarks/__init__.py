@@ -1,0 +1,1 @@
+"""rcubench's kernel benchmarks, one folder each; pure Python, no Django."""

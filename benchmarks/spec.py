@@ -1,0 +1,92 @@
+"""The declarative description every benchmark provides.
+
+A spec says what the kernel needs (Kconfig fragment, command line), what the guest runs, and
+which metrics come out, with their unit, which direction is better, and which one is primary
+(the one gated with Holm across benchmarks; the others are secondary, gated with BH).
+"""
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+
+_NAME = re.compile(r"^[a-z][a-z0-9-]*[a-z0-9]$")
+_KCONFIG = re.compile(r"^CONFIG_[A-Z0-9_]+=(y|m|n|-?\d+|0x[0-9a-fA-F]+|\"[^\"]*\")$")
+
+
+class Better(Enum):
+    LOWER = "lower"
+    HIGHER = "higher"
+
+
+class Kind(Enum):
+    SAMPLES = "samples"  # many samples per run (latencies): summarised per run, tails pooled
+    VALUE = "value"  # one value per run (boot time, slab kB)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    better: Better
+    kind: Kind
+    primary: bool = False
+    threshold: float | None = None  # practical threshold: % for times, absolute for memory
+    threshold_is_absolute: bool = False
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    name: str
+    description: str
+    kconfig: tuple[str, ...]  # fragment lines, e.g. "CONFIG_RCU_SCALE_TEST=y"
+    cmdline: str  # kernel command line the benchmark needs
+    guest_command: str  # what the guest's init runs ("" for in-kernel tests)
+    metrics: tuple[Metric, ...]
+    archs: tuple[str, ...] = ("x86_64", "ppc64le")
+    notes: str = ""
+    _by_name: dict[str, Metric] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        errors = spec_errors(self)
+        if errors:
+            raise ValueError(f"benchmark spec {self.name!r}: " + "; ".join(errors))
+        object.__setattr__(self, "_by_name", {m.name: m for m in self.metrics})
+
+    @property
+    def primary(self) -> Metric:
+        return next(m for m in self.metrics if m.primary)
+
+    def metric(self, name: str) -> Metric:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"benchmark {self.name!r} has no metric {name!r}") from None
+
+
+def spec_errors(spec: BenchmarkSpec) -> list[str]:
+    """Everything wrong with a spec (empty when it is valid)."""
+    errors = []
+    if not _NAME.match(spec.name):
+        errors.append("name must be lowercase letters, digits and dashes")
+    bad = [line for line in spec.kconfig if not _KCONFIG.match(line)]
+    if bad:
+        errors.append(f"Kconfig lines not of the form CONFIG_X=value: {bad}")
+    names = [m.name for m in spec.metrics]
+    if not names:
+        errors.append("no metrics")
+    if len(set(names)) != len(names):
+        errors.append(f"duplicate metric names: {sorted({n for n in names if names.count(n) > 1})}")
+    primaries = [m.name for m in spec.metrics if m.primary]
+    if len(primaries) != 1:
+        errors.append(f"exactly one primary metric required, found {primaries or 'none'}")
+    for m in spec.metrics:
+        if not _NAME.match(m.name.replace("_", "-")):
+            errors.append(f"metric name {m.name!r} is not an identifier")
+        if not m.unit:
+            errors.append(f"metric {m.name!r} has no unit")
+        if m.threshold is not None and m.threshold < 0:
+            errors.append(f"metric {m.name!r} has a negative threshold")
+    unknown = set(spec.archs) - {"x86_64", "ppc64le"}
+    if unknown:
+        errors.append(f"unknown archs: {sorted(unknown)}")
+    return errors

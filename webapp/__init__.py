@@ -1,0 +1,1 @@
+"""rcubench web application (Django project)."""

@@ -1,0 +1,1 @@
+"""Email alerts to subscribers, threaded under the patch's mail thread."""

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class AlertsConfig(AppConfig):
+    name = "webapp.alerts"
+    label = "alerts"
+    verbose_name = "Alerts"

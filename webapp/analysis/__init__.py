@@ -1,0 +1,1 @@
+"""Statistical analysis of comparisons: the pure engine and the services that store verdicts."""

@@ -1,0 +1,1 @@
+"""Comparisons of two kernels, their runs on targets, and the measurements the runs produce."""

@@ -1,0 +1,210 @@
+"""A/B comparisons, the targets they run on, their runs and per-run measurements."""
+
+import secrets
+
+from django.contrib.postgres.fields import ArrayField
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import F, Q
+
+from webapp.states import (
+    Arch,
+    Result,
+    State,
+    error_code_iff_unsuccessful,
+    result_only_when_done,
+)
+from webapp.trees.models import Build, Revision
+
+
+class Target(models.Model):
+    """Where runs execute: a QEMU machine shape or a pool of lab machines; one queue each."""
+
+    class Kind(models.TextChoices):
+        QEMU = "qemu", "QEMU VM under libvirt"
+        LAB = "lab", "Bare-metal lab pool"
+
+    name = models.SlugField(max_length=64, unique=True)
+    kind = models.CharField(max_length=8, choices=Kind)
+    arch = models.CharField(max_length=16, choices=Arch)
+    sockets = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
+    cores = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
+    threads = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1)], help_text="SMT threads per core."
+    )
+    memory_mb = models.PositiveIntegerField(default=1024, validators=[MinValueValidator(64)])
+    machine = models.CharField(
+        max_length=64, blank=True, help_text="QEMU machine type (e.g. pseries, powernv9, q35)."
+    )
+    enabled = models.BooleanField(default=True)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(sockets__gte=1, cores__gte=1, threads__gte=1),
+                name="target_topology_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def cpus(self) -> int:
+        return self.sockets * self.cores * self.threads
+
+    @property
+    def queue(self) -> str:
+        """The Celery queue whose workers run this target's benchmarks."""
+        return f"bench.{self.name}"
+
+
+class ComparisonState(models.TextChoices):
+    QUEUED = "queued"
+    BUILDING = "building"
+    RUNNING = "running"
+    ANALYSING = "analysing"
+    DONE = "done"
+
+
+def _new_seed() -> int:
+    return secrets.randbits(62)
+
+
+class Comparison(models.Model):
+    """Kernel A (base) against kernel B (head): builds, interleaved runs, and the verdict."""
+
+    class Trigger(models.TextChoices):
+        WEB = "web"
+        API = "api"
+        CLI = "cli"
+        WEBHOOK = "webhook"
+
+    revision_a = models.ForeignKey(Revision, on_delete=models.PROTECT, related_name="+")
+    revision_b = models.ForeignKey(Revision, on_delete=models.PROTECT, related_name="+")
+    build_a = models.ForeignKey(
+        Build, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    build_b = models.ForeignKey(
+        Build, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    cmdline_a = models.TextField(blank=True, help_text="Extra kernel command line for side A.")
+    cmdline_b = models.TextField(blank=True, help_text="Extra kernel command line for side B.")
+    benchmarks = ArrayField(models.CharField(max_length=64))
+    target = models.ForeignKey(Target, on_delete=models.PROTECT, related_name="comparisons")
+    min_runs = models.PositiveSmallIntegerField(
+        default=24, help_text="Runs per side before the first look."
+    )
+    max_runs = models.PositiveSmallIntegerField(default=96, help_text="Runs per side at most.")
+    alpha = models.FloatField(
+        default=0.05, validators=[MinValueValidator(0.0001), MaxValueValidator(0.5)]
+    )
+    threshold_pct = models.FloatField(
+        default=2.0, help_text="Smallest change in % that counts as meaningful."
+    )
+    seed = models.BigIntegerField(default=_new_seed, help_text="Seed of the ABBA run order.")
+    state = models.CharField(max_length=16, choices=ComparisonState, default=ComparisonState.QUEUED)
+    result = models.CharField(max_length=16, choices=Result, default=Result.NONE, blank=True)
+    error_code = models.CharField(max_length=32, blank=True)
+    error_message = models.TextField(blank=True)
+    verdict = models.CharField(max_length=32, blank=True, help_text="Worst verdict over metrics.")
+    trigger = models.CharField(max_length=16, choices=Trigger)
+    requested_by = models.CharField(max_length=254, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            result_only_when_done("comparison_result_only_when_done", done=ComparisonState.DONE),
+            error_code_iff_unsuccessful("comparison_error_code_iff_unsuccessful"),
+            models.CheckConstraint(
+                condition=Q(min_runs__gte=1) & Q(max_runs__gte=F("min_runs")),
+                name="comparison_runs_bounds",
+            ),
+            models.CheckConstraint(
+                condition=Q(alpha__gt=0) & Q(alpha__lt=1), name="comparison_alpha_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(threshold_pct__gte=0), name="comparison_threshold_nonnegative"
+            ),
+            models.CheckConstraint(condition=~Q(benchmarks=[]), name="comparison_has_benchmarks"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk}: {self.revision_a} vs {self.revision_b}"
+
+
+class Run(models.Model):
+    """One boot of one side's kernel, running the comparison's benchmarks once."""
+
+    class Side(models.TextChoices):
+        A = "A"
+        B = "B"
+
+    class Error(models.TextChoices):
+        NONE = "", "(none)"
+        BOOT_FAILED = "boot-failed"
+        PANIC = "panic"
+        TIMEOUT = "timeout"
+        INFRA = "infra-error"
+        PARSE_FAILED = "parse-failed"
+        LOST = "lost"
+        CANCELLED = "cancelled"
+
+    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="runs")
+    side = models.CharField(max_length=1, choices=Side)
+    index = models.PositiveIntegerField(help_text="0-based slot within its side.")
+    order = models.PositiveIntegerField(help_text="Position in the comparison's run schedule.")
+    retry_of = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retried_by"
+    )
+    host = models.CharField(max_length=255, blank=True)
+    state = models.CharField(max_length=16, choices=State, default=State.QUEUED)
+    result = models.CharField(max_length=16, choices=Result, default=Result.NONE, blank=True)
+    error_code = models.CharField(max_length=32, choices=Error, default=Error.NONE, blank=True)
+    error_message = models.TextField(blank=True)
+    console_log = models.TextField(blank=True)
+    wall_seconds = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["comparison", "order"]
+        constraints = [
+            models.UniqueConstraint(fields=["comparison", "side", "index"], name="run_unique_slot"),
+            models.UniqueConstraint(fields=["comparison", "order"], name="run_unique_order"),
+            result_only_when_done("run_result_only_when_done"),
+            error_code_iff_unsuccessful("run_error_code_iff_unsuccessful"),
+        ]
+        indexes = [models.Index(fields=["state", "heartbeat_at"], name="run_state_heartbeat")]
+
+    def __str__(self) -> str:
+        return f"comparison {self.comparison_id} run {self.side}{self.index}"
+
+
+class Measurement(models.Model):
+    """One metric of one run: its raw samples (many for latencies, one for a single value)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="measurements")
+    benchmark = models.CharField(max_length=64)
+    metric = models.CharField(max_length=64)
+    unit = models.CharField(max_length=16)
+    samples = ArrayField(models.FloatField())
+
+    class Meta:
+        ordering = ["run", "benchmark", "metric"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "benchmark", "metric"], name="measurement_unique_metric"
+            ),
+            models.CheckConstraint(condition=~Q(samples=[]), name="measurement_has_samples"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run}: {self.benchmark}/{self.metric}"

@@ -1,0 +1,120 @@
+"""Django settings for rcubench, read from the environment (and an optional .env file).
+
+Every variable is listed with its default in .env.example.
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env")
+
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="insecure-local-development-key")
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "webapp.trees",
+    "webapp.comparisons",
+    "webapp.analysis",
+    "webapp.alerts",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "webapp.urls"
+WSGI_APPLICATION = "webapp.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env.db(
+        "DATABASE_URL", default="postgres://rcubench:rcubench@127.0.0.1:5432/rcubench"
+    ),
+}
+DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env.int(
+    "DATABASE_CONNECT_TIMEOUT", default=5
+)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+# Only images (Dockerfile) collect static files; locally WhiteNoise serves them from the apps.
+STATIC_ROOT = env.str("STATIC_ROOT", default=None)
+WHITENOISE_USE_FINDERS = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+}
+
+# --- Celery (read by workers/celery_app.py with the CELERY_ namespace) ---
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0")
+# The broker carries only "do step X for id N"; results and state live in PostgreSQL.
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+# A task is acknowledged only after it ran, and one killed with its worker goes back to the
+# queue; the database state machine (heartbeats + reaper) is what makes that safe.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = TIME_ZONE
+
+# --- rcubench ---
+LIBVIRT_URI = env.str("LIBVIRT_URI", default="qemu:///system")
+# Benchmark queues served by this deployment, one per Target ("bench.<target name>").
+RCUBENCH_BENCH_TARGETS = env.list("RCUBENCH_BENCH_TARGETS", default=["qemu-x86_64", "qemu-ppc64le"])
+# A running run whose heartbeat is older than this is presumed lost (worker killed, host down).
+RCUBENCH_RUN_STALE_SECONDS = env.int("RCUBENCH_RUN_STALE_SECONDS", default=300)
+RCUBENCH_REAPER_INTERVAL_SECONDS = env.int("RCUBENCH_REAPER_INTERVAL_SECONDS", default=60)
+# Timeout of each reachability probe behind /healthz.
+RCUBENCH_HEALTH_TIMEOUT_SECONDS = env.float("RCUBENCH_HEALTH_TIMEOUT_SECONDS", default=3.0)

@@ -1,0 +1,46 @@
+"""State and result vocabulary shared by every step rcubench tracks in the database.
+
+The state says where a step is in its life (queued, running, done); the result says how a
+finished step ended, with an error code naming the failure. They are separate fields so that
+"done but failed" and "still running" are never confused, and the database enforces that
+only a done step has a result.
+"""
+
+from django.db import models
+from django.db.models import Q
+
+
+class State(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+
+
+class Result(models.TextChoices):
+    NONE = "", "(not finished)"
+    OK = "ok"
+    FAILED = "failed"
+    INCOMPLETE = "incomplete"
+
+
+class Arch(models.TextChoices):
+    X86_64 = "x86_64"
+    PPC64LE = "ppc64le"
+
+
+def result_only_when_done(name: str, done: str = State.DONE) -> models.CheckConstraint:
+    """A result is set exactly when the state is `done`."""
+    return models.CheckConstraint(
+        condition=(Q(state=done) & ~Q(result=Result.NONE))
+        | (~Q(state=done) & Q(result=Result.NONE)),
+        name=name,
+    )
+
+
+def error_code_iff_unsuccessful(name: str) -> models.CheckConstraint:
+    """Failed and incomplete steps name their error; ok and unfinished ones have none."""
+    unsuccessful = Q(result__in=[Result.FAILED, Result.INCOMPLETE])
+    return models.CheckConstraint(
+        condition=(unsuccessful & ~Q(error_code="")) | (~unsuccessful & Q(error_code="")),
+        name=name,
+    )

@@ -1,0 +1,1 @@
+"""Kernel sources: trees, patch series, revisions and the builds made from them."""

@@ -1,0 +1,65 @@
+from django.contrib import admin
+
+from webapp.trees.models import Build, Patch, PatchSeries, Revision, Tree
+
+
+@admin.register(Tree)
+class TreeAdmin(admin.ModelAdmin):
+    list_display = ["name", "url", "baseline_policy", "baseline_ref", "created_at"]
+    list_filter = ["baseline_policy"]
+    search_fields = ["name", "url", "description"]
+
+
+class PatchInline(admin.TabularInline):
+    model = Patch
+    extra = 0
+    fields = readonly_fields = (
+        "index",
+        "subject",
+        "author",
+        "message_id",
+    )
+    can_delete = False
+
+
+@admin.register(PatchSeries)
+class PatchSeriesAdmin(admin.ModelAdmin):
+    list_display = ["subject", "author", "message_id", "patch_count", "created_at"]
+    search_fields = ["subject", "author", "message_id", "patches__subject"]
+    readonly_fields = ["mbox_sha256", "created_at"]
+    exclude = ["mbox"]
+    inlines = [PatchInline]
+
+    @admin.display(description="patches")
+    def patch_count(self, obj: PatchSeries) -> int:
+        return obj.patches.count()
+
+
+@admin.register(Revision)
+class RevisionAdmin(admin.ModelAdmin):
+    list_display = ["tree", "ref", "base_sha", "series", "sha", "created_at"]
+    list_filter = ["tree"]
+    search_fields = ["ref", "base_sha", "sha", "series__subject"]
+    list_select_related = ["tree", "series"]
+    raw_id_fields = ["series"]
+
+
+@admin.register(Build)
+class BuildAdmin(admin.ModelAdmin):
+    list_display = [
+        "short_sha",
+        "arch",
+        "state",
+        "result",
+        "error_code",
+        "seconds",
+        "host",
+        "created_at",
+    ]
+    list_filter = ["state", "result", "error_code", "arch"]
+    search_fields = ["sha", "config_hash", "toolchain", "host"]
+    readonly_fields = ["created_at", "started_at", "finished_at", "heartbeat_at"]
+
+    @admin.display(description="sha", ordering="sha")
+    def short_sha(self, obj: Build) -> str:
+        return obj.sha[:12]

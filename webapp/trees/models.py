@@ -1,0 +1,168 @@
+"""Where kernels come from: git trees, patch series, resolved revisions, and builds."""
+
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+from django.db import models
+
+from webapp.states import (
+    Arch,
+    Result,
+    State,
+    error_code_iff_unsuccessful,
+    result_only_when_done,
+)
+from workers.build.sources import UnsafeSourceError, validate_tree_url
+
+sha_validator = RegexValidator(r"^[0-9a-f]{40}$", "a full 40-digit lowercase hex git sha")
+sha256_validator = RegexValidator(r"^[0-9a-f]{64}$", "a 64-digit lowercase hex SHA-256")
+
+
+def validate_registered_tree_url(url: str) -> None:
+    # Trees are registered by operators (admin), who may name local mirrors.
+    try:
+        validate_tree_url(url, allow_local=True)
+    except UnsafeSourceError as exc:
+        raise ValidationError(str(exc)) from exc
+
+
+class Tree(models.Model):
+    class BaselinePolicy(models.TextChoices):
+        PARENT = "parent", "Parent of the pushed commit"
+        BRANCH = "branch", "Tip of the baseline ref"
+
+    name = models.SlugField(max_length=64, unique=True)
+    url = models.CharField(max_length=500, validators=[validate_registered_tree_url])
+    description = models.TextField(blank=True)
+    baseline_policy = models.CharField(
+        max_length=16, choices=BaselinePolicy, default=BaselinePolicy.PARENT
+    )
+    baseline_ref = models.CharField(
+        max_length=255, blank=True, help_text="Ref compared against when the policy is 'branch'."
+    )
+    webhook_secret = models.CharField(
+        max_length=200, blank=True, help_text="Shared secret that signs this tree's push webhooks."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~models.Q(baseline_policy="branch") | ~models.Q(baseline_ref=""),
+                name="tree_branch_policy_names_ref",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PatchSeries(models.Model):
+    """A patch series as posted (git format-patch / send-email mbox)."""
+
+    message_id = models.CharField(
+        max_length=998, blank=True, help_text="Message-Id of the cover letter or first patch."
+    )
+    subject = models.CharField(max_length=998)
+    author = models.CharField(max_length=500, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    mbox = models.BinaryField(help_text="The mbox exactly as received.")
+    mbox_sha256 = models.CharField(max_length=64, unique=True, validators=[sha256_validator])
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "patch series"
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["message_id"])]
+
+    def __str__(self) -> str:
+        return self.subject
+
+
+class Patch(models.Model):
+    series = models.ForeignKey(PatchSeries, on_delete=models.CASCADE, related_name="patches")
+    index = models.PositiveSmallIntegerField(help_text="1-based position in the series.")
+    subject = models.CharField(max_length=998)
+    author = models.CharField(max_length=500, blank=True)
+    message_id = models.CharField(max_length=998, blank=True)
+
+    class Meta:
+        verbose_name_plural = "patches"
+        ordering = ["series", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["series", "index"], name="patch_unique_index"),
+            models.CheckConstraint(condition=models.Q(index__gte=1), name="patch_index_1_based"),
+        ]
+
+    def __str__(self) -> str:
+        return f"[{self.index}/{self.series.patches.count()}] {self.subject}"
+
+
+class Revision(models.Model):
+    """A ref of a tree resolved to a sha, optionally with a patch series applied on top."""
+
+    tree = models.ForeignKey(Tree, on_delete=models.PROTECT, related_name="revisions")
+    ref = models.CharField(max_length=255, help_text="The ref as requested (branch, tag, sha...).")
+    base_sha = models.CharField(max_length=40, validators=[sha_validator])
+    series = models.ForeignKey(
+        PatchSeries, null=True, blank=True, on_delete=models.PROTECT, related_name="revisions"
+    )
+    sha = models.CharField(
+        max_length=40,
+        blank=True,
+        validators=[sha_validator],
+        help_text="Resulting commit: base_sha, or the tip after the series applied.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        label = f"{self.tree}:{self.ref} ({self.base_sha[:12]})"
+        return f"{label} + {self.series}" if self.series_id else label
+
+
+class Build(models.Model):
+    """One kernel image, unique on its cache key (sha, arch, config hash, toolchain)."""
+
+    class Error(models.TextChoices):
+        NONE = "", "(none)"
+        FETCH_FAILED = "fetch-failed"
+        BAD_REF = "bad-ref"
+        PATCH_FAILED = "patch-failed"
+        CONFIG_DROPPED = "config-dropped"
+        MAKE_FAILED = "make-failed"
+        TIMEOUT = "timeout"
+        NO_SPACE = "no-space"
+        INFRA = "infra-error"
+
+    sha = models.CharField(max_length=40, validators=[sha_validator])
+    arch = models.CharField(max_length=16, choices=Arch)
+    config_hash = models.CharField(max_length=64, validators=[sha256_validator])
+    toolchain = models.CharField(max_length=200, help_text="Compiler version string.")
+    state = models.CharField(max_length=16, choices=State, default=State.QUEUED)
+    result = models.CharField(max_length=16, choices=Result, default=Result.NONE, blank=True)
+    error_code = models.CharField(max_length=32, choices=Error, default=Error.NONE, blank=True)
+    error_message = models.TextField(blank=True)
+    log = models.TextField(blank=True)
+    artifact_dir = models.CharField(max_length=500, blank=True)
+    host = models.CharField(max_length=255, blank=True)
+    seconds = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["sha", "arch", "config_hash", "toolchain"], name="build_cache_key"
+            ),
+            result_only_when_done("build_result_only_when_done"),
+            error_code_iff_unsuccessful("build_error_code_iff_unsuccessful"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.sha[:12]} {self.arch} {self.config_hash[:8]}"

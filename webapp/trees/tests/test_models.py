@@ -1,0 +1,78 @@
+import pytest
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError
+
+from webapp.factories import BuildFactory, TreeFactory
+from webapp.states import Result, State
+from webapp.trees.models import Build
+
+pytestmark = pytest.mark.django_db
+
+
+def test_build_is_unique_on_its_cache_key():
+    build = BuildFactory.create()
+    with pytest.raises(IntegrityError, match="build_cache_key"):
+        BuildFactory.create(
+            sha=build.sha,
+            arch=build.arch,
+            config_hash=build.config_hash,
+            toolchain=build.toolchain,
+        )
+
+
+def test_same_sha_other_arch_is_another_build():
+    build = BuildFactory.create()
+    other = BuildFactory.create(sha=build.sha, config_hash=build.config_hash, arch="ppc64le")
+    assert other.pk != build.pk
+
+
+def test_build_result_only_once_done():
+    with pytest.raises(IntegrityError, match="build_result_only_when_done"):
+        BuildFactory.create(state=State.RUNNING, result=Result.OK)
+
+
+def test_done_build_must_have_a_result():
+    with pytest.raises(IntegrityError, match="build_result_only_when_done"):
+        BuildFactory.create(state=State.DONE, result=Result.NONE)
+
+
+def test_failed_build_names_its_error():
+    with pytest.raises(IntegrityError, match="build_error_code_iff_unsuccessful"):
+        BuildFactory.create(state=State.DONE, result=Result.FAILED)
+
+
+def test_ok_build_has_no_error_code():
+    with pytest.raises(IntegrityError, match="build_error_code_iff_unsuccessful"):
+        BuildFactory.create(state=State.DONE, result=Result.OK, error_code=Build.Error.MAKE_FAILED)
+
+
+def test_failed_build_with_error_code_is_stored():
+    build = BuildFactory.create(state=State.DONE, result=Result.FAILED, error_code="patch-failed")
+    assert Build.objects.get(pk=build.pk).error_code == "patch-failed"
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("ext::sh -c touch% /tmp/pwned", "remote helper"),
+        ("https://example.org/linux.git --upload-pack=x", "white space"),
+        ("ext::sh", "remote helper"),
+        ("file:///etc", "scheme file"),
+        ("--upload-pack=touch /tmp/x", "starts with '-'"),
+        ("http://example.org/linux.git", "scheme http"),
+    ],
+)
+def test_tree_refuses_unsafe_urls(url, reason):
+    tree = TreeFactory.build(name="t", url=url)
+    with pytest.raises(ValidationError) as exc:
+        tree.full_clean()
+    assert reason in str(exc.value.message_dict["url"])
+
+
+def test_operator_registered_tree_may_be_a_local_path():
+    TreeFactory.build(name="local", url="/srv/git/linux.git").full_clean()
+
+
+def test_branch_baseline_policy_needs_a_ref():
+    with pytest.raises(IntegrityError, match="tree_branch_policy_names_ref"):
+        TreeFactory.create(baseline_policy="branch", baseline_ref="")

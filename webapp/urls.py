@@ -1,0 +1,12 @@
+from django.contrib import admin
+from django.urls import path
+
+from webapp.views import healthz
+
+admin.site.site_header = "rcubench administration"
+admin.site.site_title = "rcubench"
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,1 @@
+"""Kernel build engine: sources, patches, config, make, cache. Does not import Django."""
