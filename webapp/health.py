@@ -1,0 +1,66 @@
+"""Reachability of the components rcubench needs: database, broker, libvirt."""
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from django.conf import settings
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from kombu import Connection
+from kombu.utils.url import maybe_sanitize_url
+
+from workers.vm.connection import describe as describe_libvirt
+
+
+@dataclass(frozen=True)
+class Check:
+    ok: bool
+    detail: str
+    seconds: float
+
+
+def _timed(probe: Callable[[], str]) -> Check:
+    start = time.monotonic()
+    try:
+        detail = probe()
+    except Exception as exc:  # noqa: BLE001  (any failure is the answer of a health probe)
+        return Check(False, f"{type(exc).__name__}: {exc}".strip(), time.monotonic() - start)
+    return Check(True, detail, time.monotonic() - start)
+
+
+def check_database(connection: BaseDatabaseWrapper | None = None) -> Check:
+    conn = connection if connection is not None else connections["default"]
+
+    def probe() -> str:
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT version()")
+            row = cursor.fetchone()
+        return str(row[0]).split(" on ")[0] if row else "connected"
+
+    return _timed(probe)
+
+
+def check_broker(url: str | None = None, timeout: float | None = None) -> Check:
+    url = url or settings.CELERY_BROKER_URL
+    timeout = timeout if timeout is not None else settings.RCUBENCH_HEALTH_TIMEOUT_SECONDS
+
+    def probe() -> str:
+        with Connection(url, connect_timeout=timeout) as conn:
+            conn.ensure_connection(max_retries=1)
+            return f"broker at {maybe_sanitize_url(url)}"
+
+    return _timed(probe)
+
+
+def check_libvirt(uri: str | None = None) -> Check:
+    return _timed(lambda: describe_libvirt(uri or settings.LIBVIRT_URI))
+
+
+def run_checks() -> dict[str, dict[str, object]]:
+    checks = {
+        "database": check_database(),
+        "broker": check_broker(),
+        "libvirt": check_libvirt(),
+    }
+    return {name: asdict(check) for name, check in checks.items()}

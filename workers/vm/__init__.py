@@ -1,0 +1,1 @@
+"""VM runner engine (libvirt). Does not import Django."""
