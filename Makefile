@@ -1,0 +1,31 @@
+# rcubench: the commands README.md documents.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: setup up down test lint typecheck pytest layers
+
+setup:  ## install and start everything rcubench needs (idempotent)
+	bash scripts/setup.sh
+
+up: setup  ## web on 127.0.0.1:8000, one worker on all queues, beat
+	bash scripts/service.sh up
+
+down:  ## stop what `make up` started
+	bash scripts/service.sh down
+
+test: setup  ## the whole suite: lint, types, layer rule, tests
+	$(MAKE) --no-print-directory lint typecheck layers pytest
+
+lint:
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck:
+	$(VENV)/bin/mypy .
+
+layers:
+	$(VENV)/bin/lint-imports
+
+pytest:
+	$(VENV)/bin/pytest $(PYTEST_ARGS)

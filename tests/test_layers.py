@@ -1,0 +1,54 @@
+"""The layer rule: benchmarks/ and the engine under workers/ never import the web app or Django.
+
+The contract lives in pyproject.toml ([tool.importlinter]); the second test runs the same
+contract on a tree that breaks it, so this guard is known to fail when it should.
+"""
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+
+def _run(cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"],
+        cwd=cwd,
+        env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_project_keeps_the_layer_contract():
+    result = _run(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 kept, 0 broken" in result.stdout
+
+
+def test_contract_catches_an_engine_module_importing_django(tmp_path):
+    (tmp_path / "pyproject.toml").write_bytes((ROOT / "pyproject.toml").read_bytes())
+    contract = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    for package in contract["root_packages"]:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "workers" / "vm").mkdir()
+    (tmp_path / "workers" / "vm" / "__init__.py").write_text("")
+    (tmp_path / "workers" / "build").mkdir()
+    (tmp_path / "workers" / "build" / "__init__.py").write_text("")
+    (tmp_path / "workers" / "routing.py").write_text("")
+    (tmp_path / "workers" / "vm" / "runner.py").write_text("from django.db import models\n")
+    (tmp_path / "benchmarks" / "parser.py").write_text("import webapp.settings\n")
+    (tmp_path / "webapp" / "settings.py").write_text("")
+
+    result = _run(tmp_path)
+    assert result.returncode != 0
+    assert "BROKEN" in result.stdout
+    output = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)  # drop colour codes
+    assert "workers.vm.runner -> django (l.1)" in output
+    assert "benchmarks.parser -> webapp.settings (l.1)" in output
