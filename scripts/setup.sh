@@ -15,6 +15,9 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 PG_ROLE=${RCUBENCH_DB_ROLE:-rcubench}
 PG_PASSWORD=${RCUBENCH_DB_PASSWORD:-rcubench}
 PG_DB=${RCUBENCH_DB_NAME:-rcubench}
+DATA_DIR=${RCUBENCH_DATA_DIR:-/var/lib/rcubench}
+KERNEL_TARBALL=/usr/src/linux-source-6.12.tar.xz
+DEFAULT_TREE=$DATA_DIR/trees/linux-6.12.git
 
 DEBIAN_PACKAGES=(
   # Python for the virtualenv; libvirt-python compiles against libvirt-dev.
@@ -125,6 +128,33 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   did "install Python dependencies into $VENV"
 else
   ok "virtualenv $VENV matches requirements/"
+fi
+
+# --- Default kernel tree: Debian's linux-source-6.12 as a local git repository ----------
+# Committed with a fixed identity and the tarball's date, so every machine gets the same sha.
+upstream=$(dpkg-query -W -f='${Version}' linux-source-6.12 | cut -d- -f1)
+if ! git --git-dir="$DEFAULT_TREE" rev-parse -q --verify "refs/tags/v$upstream-debian" >/dev/null 2>&1; then
+  as_root mkdir -p "$DATA_DIR/trees"
+  work=$(mktemp -d "$DATA_DIR/trees/import.XXXXXX")
+  tar -xJf "$KERNEL_TARBALL" -C "$work" --strip-components=1
+  stamp_date=$(date -u -r "$KERNEL_TARBALL" +%Y-%m-%dT%H:%M:%SZ)
+  (
+    cd "$work"
+    export GIT_AUTHOR_NAME=rcubench GIT_AUTHOR_EMAIL=rcubench@localhost \
+      GIT_COMMITTER_NAME=rcubench GIT_COMMITTER_EMAIL=rcubench@localhost \
+      GIT_AUTHOR_DATE=$stamp_date GIT_COMMITTER_DATE=$stamp_date
+    git init -q -b master
+    # Debian's tarball ships a .gitignore that ignores everything (/*): the tarball is all source.
+    git add --force --all
+    git commit -q -m "Linux $upstream from Debian's linux-source-6.12 package"
+    git tag "v$upstream-debian"
+  )
+  rm -rf "$DEFAULT_TREE"
+  git clone -q --bare "$work" "$DEFAULT_TREE"
+  rm -rf "$work"
+  did "import $KERNEL_TARBALL into $DEFAULT_TREE (tag v$upstream-debian)"
+else
+  ok "default kernel tree $DEFAULT_TREE"
 fi
 
 # --- Database schema ---------------------------------------------------------------------
