@@ -1,0 +1,137 @@
+"""Git operations for builds: per-tree bare mirrors, ref resolution, checkouts.
+
+Every call runs with hooks disabled, no terminal prompts, no system/global config, and
+dangerous transports off; user-supplied revisions are validated and passed after
+`--end-of-options` so none can be read as an option.
+"""
+
+import hashlib
+import os
+import re
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from workers.build.sources import validate_tree_url
+
+# Revisions as users write them: names, shas, and ~N / ^N suffixes (HEAD~3, v6.12^).
+_REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]*(?:[~^][0-9]*)*$")
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+class GitError(RuntimeError):
+    """A git command failed; the message carries git's own output."""
+
+
+class BadRefError(ValueError):
+    """A revision that is malformed or does not name a commit in the tree."""
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(
+        GIT_TERMINAL_PROMPT="0",
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL="/dev/null",
+        GIT_ASKPASS="/bin/false",
+        SSH_ASKPASS="/bin/false",
+        # Identity for the commits `git am` makes; dates come from the patches so the
+        # resulting sha is the same every time the same series is applied to the same base.
+        GIT_COMMITTER_NAME="rcubench",
+        GIT_COMMITTER_EMAIL="rcubench@localhost",
+    )
+    return env
+
+
+SAFE_CONFIG = (
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "protocol.ext.allow=never",
+    "-c", "protocol.file.allow=user",
+    "-c", "safe.directory=*",
+    "-c", "advice.detachedHead=false",
+)  # fmt: skip
+
+
+def run_git(
+    args: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    git_dir: Path | None = None,
+    timeout: float = 600,
+    check: bool = True,
+    stdin: bytes | None = None,
+) -> subprocess.CompletedProcess[str]:
+    cmd = ["git", *SAFE_CONFIG]
+    if git_dir is not None:
+        cmd += ["--git-dir", str(git_dir)]
+    cmd += list(args)
+    result = subprocess.run(
+        cmd,
+        cwd=cwd,
+        env=_env(),
+        input=stdin.decode("utf-8", "surrogateescape") if stdin is not None else None,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if check and result.returncode != 0:
+        shown = " ".join(args[:3])
+        raise GitError(f"git {shown} failed ({result.returncode}): {result.stderr.strip()}")
+    return result
+
+
+def validate_rev(rev: str) -> str:
+    """Return `rev` if it is a well-formed revision, else raise BadRefError naming the flaw."""
+    if not rev:
+        raise BadRefError("empty ref")
+    if rev.startswith("-"):
+        raise BadRefError(f"ref {rev!r} starts with '-' (would be read as an option)")
+    if not _REV.match(rev) or ".." in rev or "@{" in rev or rev.endswith((".lock", "/", ".")):
+        raise BadRefError(f"ref {rev!r} is not a branch, tag or sha (optionally with ~N or ^N)")
+    base = re.split(r"[~^]", rev, maxsplit=1)[0]
+    if not _SHA.match(base) and base != "HEAD":
+        ok = run_git(["check-ref-format", "--allow-onelevel", base], check=False)
+        if ok.returncode != 0:
+            raise BadRefError(
+                f"ref {rev!r}: {base!r} is not a valid ref name (git check-ref-format)"
+            )
+    return rev
+
+
+def mirror_path(mirrors_dir: Path, url: str) -> Path:
+    digest = hashlib.sha256(url.encode()).hexdigest()[:16]
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", url.rstrip("/").rsplit("/", 1)[-1])[:40]
+    return mirrors_dir / f"{name}-{digest}.git"
+
+
+def ensure_mirror(mirrors_dir: Path, url: str, *, allow_local: bool, timeout: float = 3600) -> Path:
+    """A bare mirror of `url`, cloned on first use and fetched on every later use."""
+    validate_tree_url(url, allow_local=allow_local)
+    path = mirror_path(mirrors_dir, url)
+    if not (path / "HEAD").exists():
+        mirrors_dir.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        run_git(["init", "--bare", "--quiet", str(tmp)])
+        run_git(["remote", "add", "--mirror=fetch", "origin", "--", url], git_dir=tmp)
+        if url.startswith("/"):
+            # An operator's local tree stays in place: borrow its objects instead of copying.
+            objects = run_git(["rev-parse", "--git-path", "objects"], git_dir=Path(url))
+            source = (Path(url) / objects.stdout.strip()).resolve()
+            (tmp / "objects" / "info" / "alternates").write_text(f"{source}\n")
+        tmp.rename(path)
+    run_git(["fetch", "--quiet", "--prune", "--tags", "origin"], git_dir=path, timeout=timeout)
+    return path
+
+
+def resolve(mirror: Path, rev: str) -> str:
+    """The full sha of the commit `rev` names in the mirror."""
+    validate_rev(rev)
+    result = run_git(
+        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
+        git_dir=mirror,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise BadRefError(f"ref {rev!r} does not name a commit in this tree")
+    return result.stdout.strip()
