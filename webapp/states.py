@@ -44,3 +44,22 @@ def error_code_iff_unsuccessful(name: str) -> models.CheckConstraint:
         condition=(unsuccessful & ~Q(error_code="")) | (~unsuccessful & Q(error_code="")),
         name=name,
     )
+
+
+class TrackedStep(models.Model):
+    """Fields every step the workers carry out has: its state machine, where it ran, when.
+
+    Subclasses add `error_code` with their own choices and the two constraints above.
+    """
+
+    state = models.CharField(max_length=16, choices=State, default=State.QUEUED)
+    result = models.CharField(max_length=16, choices=Result, default=Result.NONE, blank=True)
+    error_message = models.TextField(blank=True)
+    host = models.CharField(max_length=255, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True

@@ -10,7 +10,7 @@ from django.db.models import F, Q
 from webapp.states import (
     Arch,
     Result,
-    State,
+    TrackedStep,
     error_code_iff_unsuccessful,
     result_only_when_done,
 )
@@ -138,7 +138,7 @@ class Comparison(models.Model):
         return f"#{self.pk}: {self.revision_a} vs {self.revision_b}"
 
 
-class Run(models.Model):
+class Run(TrackedStep):
     """One boot of one side's kernel, running the comparison's benchmarks once."""
 
     class Side(models.TextChoices):
@@ -162,17 +162,9 @@ class Run(models.Model):
     retry_of = models.OneToOneField(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retried_by"
     )
-    host = models.CharField(max_length=255, blank=True)
-    state = models.CharField(max_length=16, choices=State, default=State.QUEUED)
-    result = models.CharField(max_length=16, choices=Result, default=Result.NONE, blank=True)
     error_code = models.CharField(max_length=32, choices=Error, default=Error.NONE, blank=True)
-    error_message = models.TextField(blank=True)
     console_log = models.TextField(blank=True)
     wall_seconds = models.FloatField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["comparison", "order"]

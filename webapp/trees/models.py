@@ -6,8 +6,7 @@ from django.db import models
 
 from webapp.states import (
     Arch,
-    Result,
-    State,
+    TrackedStep,
     error_code_iff_unsuccessful,
     result_only_when_done,
 )
@@ -123,7 +122,7 @@ class Revision(models.Model):
         return f"{label} + {self.series}" if self.series_id else label
 
 
-class Build(models.Model):
+class Build(TrackedStep):
     """One kernel image, unique on its cache key (sha, arch, config hash, toolchain)."""
 
     class Error(models.TextChoices):
@@ -141,18 +140,10 @@ class Build(models.Model):
     arch = models.CharField(max_length=16, choices=Arch)
     config_hash = models.CharField(max_length=64, validators=[sha256_validator])
     toolchain = models.CharField(max_length=200, help_text="Compiler version string.")
-    state = models.CharField(max_length=16, choices=State, default=State.QUEUED)
-    result = models.CharField(max_length=16, choices=Result, default=Result.NONE, blank=True)
     error_code = models.CharField(max_length=32, choices=Error, default=Error.NONE, blank=True)
-    error_message = models.TextField(blank=True)
     log = models.TextField(blank=True)
     artifact_dir = models.CharField(max_length=500, blank=True)
-    host = models.CharField(max_length=255, blank=True)
     seconds = models.FloatField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
