@@ -17,7 +17,7 @@ TASK_ROUTES = {
 
 
 def bench_queue(target_name: str) -> str:
-    """The queue of a benchmark target (same rule as Target.queue)."""
+    """The queue of a benchmark target (Target.queue)."""
     if not target_name or any(ch.isspace() for ch in target_name):
         raise ValueError(f"bad target name {target_name!r}")
     return f"bench.{target_name}"

@@ -15,6 +15,7 @@ from webapp.states import (
     result_only_when_done,
 )
 from webapp.trees.models import Build, Revision
+from workers.routing import bench_queue
 
 
 class Target(models.Model):
@@ -58,7 +59,7 @@ class Target(models.Model):
     @property
     def queue(self) -> str:
         """The Celery queue whose workers run this target's benchmarks."""
-        return f"bench.{self.name}"
+        return bench_queue(self.name)
 
 
 class ComparisonState(models.TextChoices):

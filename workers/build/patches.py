@@ -140,7 +140,7 @@ def apply_series(checkout: Path, series: Series, *, fallback: bool) -> Applied:
     retried with `git am -3`, then patch by patch with `patch -F3` (fuzz). The commit dates
     are the patches' author dates so the same series on the same base gives the same sha.
     """
-    base = run_git(["rev-parse", "HEAD"], cwd=checkout).stdout.strip()
+    base = _head(checkout)
     with tempfile.NamedTemporaryFile(suffix=".mbox") as f:
         # Only the patches: git am stops at a cover letter ("Patch is empty").
         f.write(b"".join(p.raw for p in series.patches))
@@ -151,11 +151,10 @@ def apply_series(checkout: Path, series: Series, *, fallback: bool) -> Applied:
             return Applied(_head(checkout), "git am")
         if not fallback:
             raise _describe(failure, series, tried)
-        for method, extra in (("git am -3", ["-3"]),):
-            _reset(checkout, base)
-            tried.append(method)
-            if _am(checkout, Path(f.name), extra) is None:
-                return Applied(_head(checkout), method)
+        _reset(checkout, base)
+        tried.append("git am -3")
+        if _am(checkout, Path(f.name), ["-3"]) is None:
+            return Applied(_head(checkout), "git am -3")
         _reset(checkout, base)
         tried.append("patch -F3")
         return _apply_with_fuzz(checkout, Path(f.name), series, base, tried)
