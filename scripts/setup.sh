@@ -18,6 +18,7 @@ PG_DB=${RCUBENCH_DB_NAME:-rcubench}
 DATA_DIR=${RCUBENCH_DATA_DIR:-/var/lib/rcubench}
 KERNEL_TARBALL=/usr/src/linux-source-6.12.tar.xz
 DEFAULT_TREE=$DATA_DIR/trees/linux-6.12.git
+BUILD_USER=${RCUBENCH_BUILD_USER:-rcubench-build}
 
 DEBIAN_PACKAGES=(
   # Python for the virtualenv; libvirt-python compiles against libvirt-dev.
@@ -116,6 +117,25 @@ fi
 for _ in $(seq 30); do as_root virsh -q -c qemu:///system list --all >/dev/null 2>&1 && break; sleep 0.5; done
 as_root virsh -q -c qemu:///system list --all >/dev/null 2>&1 || die "libvirtd does not answer on qemu:///system"
 ok "libvirt answering on qemu:///system"
+
+# --- Kernel builds: an unprivileged user runs them inside bubblewrap ---------------------
+if ! getent passwd "$BUILD_USER" >/dev/null; then
+  as_root useradd -r -U -d /nonexistent -s /usr/sbin/nologin "$BUILD_USER"
+  did "create build user $BUILD_USER"
+fi
+if ! as_root setpriv --reuid="$BUILD_USER" --regid="$BUILD_USER" --clear-groups -- \
+    bwrap --unshare-all --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib \
+    --symlink usr/lib64 /lib64 -- /bin/true 2>/dev/null; then
+  die "bubblewrap cannot create namespaces as $BUILD_USER (unprivileged user namespaces off?)"
+fi
+ok "bubblewrap sandbox works as $BUILD_USER"
+for dir in "$DATA_DIR/build" "$DATA_DIR/ccache"; do
+  if [ ! -d "$dir" ]; then as_root mkdir -p "$dir"; did "create $dir"; fi
+done
+if [ "$(stat -c %U "$DATA_DIR/ccache")" != "$BUILD_USER" ]; then
+  as_root chown "$BUILD_USER:$BUILD_USER" "$DATA_DIR/ccache"
+  did "give $DATA_DIR/ccache to $BUILD_USER"
+fi
 
 # --- Python virtualenv -------------------------------------------------------------------
 stamp="$VENV/.rcubench-requirements.sha256"
