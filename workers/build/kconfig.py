@@ -1,0 +1,125 @@
+"""Kernel configuration: the arch base plus the benchmarks' fragments, merged and verified.
+
+Kconfig silently drops a requested option whose dependencies are not met, so after
+olddefconfig every requested option is checked against the final .config and a build
+whose config lost one fails with the list, rather than booting a kernel that cannot run
+the benchmark.
+"""
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from workers.build.arch import ArchProfile
+
+_SET = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
+_UNSET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
+
+FRAGMENT_NAME = "rcubench.fragment"
+
+
+class ConfigError(ValueError):
+    """A fragment line that is not `CONFIG_X=value` or `# CONFIG_X is not set`."""
+
+
+@dataclass(frozen=True)
+class Dropped:
+    option: str
+    requested: str
+    got: str  # "n" when absent or "is not set"
+
+    def __str__(self) -> str:
+        return f"{self.option} (requested {self.requested}, got {self.got})"
+
+
+class ConfigDropped(RuntimeError):
+    def __init__(self, dropped: list[Dropped]) -> None:
+        self.dropped = dropped
+        super().__init__(
+            f"{len(dropped)} requested Kconfig option(s) did not survive olddefconfig "
+            f"(unmet dependencies): {', '.join(map(str, dropped))}"
+        )
+
+
+def parse(text: str) -> dict[str, str]:
+    """Options a fragment or .config sets, in order; "n" for `# CONFIG_X is not set`."""
+    options: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if m := _SET.match(line):
+            options[m.group(1)] = m.group(2)
+        elif m := _UNSET.match(line):
+            options[m.group(1)] = "n"
+        elif line and not line.startswith("#"):
+            raise ConfigError(f"line {number}: {raw!r} is not CONFIG_X=value")
+    return options
+
+
+def merge(arch: ArchProfile, fragments: Iterable[str]) -> str:
+    """The arch base followed by each fragment line; later lines win, as in merge_config.sh."""
+    options = parse(arch.base_fragment.read_text())
+    for line in fragments:
+        options.update(parse(line))
+    return "".join(
+        f"# {name} is not set\n" if value == "n" else f"{name}={value}\n"
+        for name, value in options.items()
+    )
+
+
+def config_hash(arch: ArchProfile, merged: str) -> str:
+    """Part of the build cache key: what was asked for, and how the config is started."""
+    return hashlib.sha256(f"{arch.name}\n{arch.base_target}\n{merged}".encode()).hexdigest()
+
+
+def dropped_options(requested: dict[str, str], final: dict[str, str]) -> list[Dropped]:
+    dropped = []
+    for name, want in requested.items():
+        got = final.get(name, "n")
+        if want == "n":
+            if got not in ("n", ""):
+                dropped.append(Dropped(name, "n", got))
+        elif got != want:
+            dropped.append(Dropped(name, want, got))
+    return dropped
+
+
+# Runs one command inside the build sandbox with the object dir as cwd; returns the status.
+Step = Callable[[list[str]], int]
+
+
+class ConfigStepFailed(RuntimeError):
+    pass
+
+
+def configure(step: Step, src: Path, obj: Path, arch: ArchProfile, merged: str) -> None:
+    """Write obj/.config for `merged` and check that every requested option survived."""
+    (obj / FRAGMENT_NAME).write_text(merged)
+    make = ["make", "-C", str(src), f"O={obj}", f"ARCH={arch.make_arch}", "-s"]
+    if arch.cross_compile:
+        make.append(f"CROSS_COMPILE={arch.cross_compile}")
+    if arch.base_target == "tinyconfig":
+        steps = [
+            [*make, "tinyconfig"],
+            [
+                str(src / "scripts/kconfig/merge_config.sh"),
+                "-m",
+                "-O",
+                str(obj),
+                str(obj / ".config"),
+                str(obj / FRAGMENT_NAME),
+            ],
+            [*make, "olddefconfig"],
+        ]
+    else:  # merge_config.sh -n does exactly this, but writes its temp file into the source
+        steps = [
+            [*make, f"KCONFIG_ALLCONFIG={obj / FRAGMENT_NAME}", arch.base_target],
+            [*make, "olddefconfig"],
+        ]
+    for argv in steps:
+        if step(argv) != 0:
+            raise ConfigStepFailed(f"{Path(argv[0]).name} {argv[-1]} failed")
+    dropped = dropped_options(parse(merged), parse((obj / ".config").read_text()))
+    if dropped:
+        raise ConfigDropped(dropped)
