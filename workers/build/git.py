@@ -9,10 +9,13 @@ import hashlib
 import os
 import re
 import subprocess
+import tempfile
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from workers.build.sources import validate_tree_url
+from workers.build.store import flocked
 
 # Revisions as users write them: names, shas, and ~N / ^N suffixes (HEAD~3, v6.12^).
 _REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]*(?:[~^][0-9]*)*$")
@@ -105,22 +108,32 @@ def mirror_path(mirrors_dir: Path, url: str) -> Path:
     return mirrors_dir / f"{name}-{digest}.git"
 
 
+def mirror_lock(mirror: Path, *, timeout: float) -> AbstractContextManager[None]:
+    """Held while a mirror's refs or worktree list change."""
+    return flocked(mirror.with_name(f"{mirror.name}.lock"), timeout=timeout)
+
+
 def ensure_mirror(mirrors_dir: Path, url: str, *, allow_local: bool, timeout: float = 3600) -> Path:
-    """A bare mirror of `url`, cloned on first use and fetched on every later use."""
+    """A bare mirror of `url`, cloned on first use and fetched on every later use.
+
+    A lock per mirror serialises the first clone and the fetches: concurrent builds of one
+    tree would otherwise race on the new directory and on the refs.
+    """
     validate_tree_url(url, allow_local=allow_local)
     path = mirror_path(mirrors_dir, url)
-    if not (path / "HEAD").exists():
-        mirrors_dir.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        run_git(["init", "--bare", "--quiet", str(tmp)])
-        run_git(["remote", "add", "--mirror=fetch", "origin", "--", url], git_dir=tmp)
-        if url.startswith("/"):
-            # An operator's local tree stays in place: borrow its objects instead of copying.
-            objects = run_git(["rev-parse", "--git-path", "objects"], git_dir=Path(url))
-            source = (Path(url) / objects.stdout.strip()).resolve()
-            (tmp / "objects" / "info" / "alternates").write_text(f"{source}\n")
-        tmp.rename(path)
-    run_git(["fetch", "--quiet", "--prune", "--tags", "origin"], git_dir=path, timeout=timeout)
+    mirrors_dir.mkdir(parents=True, exist_ok=True)
+    with mirror_lock(path, timeout=timeout):
+        if not (path / "HEAD").exists():
+            tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=mirrors_dir))
+            run_git(["init", "--bare", "--quiet", str(tmp)])
+            run_git(["remote", "add", "--mirror=fetch", "origin", "--", url], git_dir=tmp)
+            if url.startswith("/"):
+                # An operator's local tree stays in place: borrow its objects, do not copy.
+                objects = run_git(["rev-parse", "--git-path", "objects"], git_dir=Path(url))
+                source = (Path(url) / objects.stdout.strip()).resolve()
+                (tmp / "objects" / "info" / "alternates").write_text(f"{source}\n")
+            tmp.rename(path)
+        run_git(["fetch", "--quiet", "--prune", "--tags", "origin"], git_dir=path, timeout=timeout)
     return path
 
 

@@ -1,0 +1,380 @@
+"""Tree + ref (+ patch series) -> a cached, sandboxed kernel image.
+
+    mirror (git fetch) -> resolve ref -> cache lookup -> slot worktree at the sha
+    -> git am the series -> Kconfig (base + fragments, verified) -> make (sandboxed, ccache)
+    -> artifacts published under the content-addressed key
+
+Each (tree, arch, config) has one persistent slot: a worktree and an object directory.
+Moving the worktree to another sha rewrites only the files that differ, so make and ccache
+rebuild incrementally. Failures raise BuildError with the code the Build row records.
+"""
+
+import hashlib
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workers.build import kconfig
+from workers.build.arch import ArchProfile, ToolchainMissing, profile
+from workers.build.git import (
+    BadRefError,
+    GitError,
+    ensure_mirror,
+    mirror_lock,
+    resolve,
+    run_git,
+)
+from workers.build.patches import PatchFailed, Series, SeriesError, apply_series, parse_mbox
+from workers.build.sandbox import (
+    DEFAULT_BUILD_USER,
+    Sandbox,
+    SandboxUnavailable,
+    StepTimeout,
+    run_logged,
+)
+from workers.build.sources import UnsafeSourceError
+from workers.build.store import LockTimeout, NoSpace, Store, cache_key
+
+GiB = 2**30
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+_ERROR_LINE = re.compile(r"(error:|Error \d+|\*\*\*|undefined reference|No rule to make)")
+
+# Build.error_code values.
+FETCH_FAILED = "fetch-failed"
+BAD_REF = "bad-ref"
+PATCH_FAILED = "patch-failed"
+CONFIG_DROPPED = "config-dropped"
+MAKE_FAILED = "make-failed"
+TIMEOUT = "timeout"
+NO_SPACE = "no-space"
+INFRA = "infra-error"
+
+
+class BuildError(Exception):
+    def __init__(self, code: str, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.log = log
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    root: Path  # artifacts, slots, locks (see store.py)
+    mirrors: Path  # one bare mirror per tree URL
+    ccache: Path
+    user: str | None = DEFAULT_BUILD_USER  # the sandbox drops to it when the worker is root
+    timeout: float = 3600.0  # config + make, per build
+    lock_timeout: float = 3 * 3600.0  # waiting for another build of the same key or slot
+    min_free_bytes: int = 5 * GiB
+    max_artifact_bytes: int = 20 * GiB
+    max_slots: int = 6
+    jobs: int = 0  # 0: one per CPU this process may use
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    tree_url: str
+    ref: str
+    arch: str
+    fragments: tuple[str, ...] = ()  # Kconfig lines the benchmarks declare
+    mbox: bytes | None = None
+    patch_fallback: bool = False  # allow `git am -3`, then `patch -F3`
+    allow_local: bool = False  # the URL is an operator-registered tree (may be a path)
+
+
+@dataclass(frozen=True)
+class AppliedSeries:
+    method: str  # "git am", "git am -3" or "patch -F3"
+    notes: tuple[str, ...]
+    subjects: tuple[str, ...]
+    message_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    key: str
+    sha: str
+    base_sha: str
+    arch: str
+    config_hash: str
+    config_fragment: str
+    toolchain: str
+    artifact_dir: Path
+    image: Path
+    cached: bool  # True: the stored artifact was returned and make did not run
+    seconds: float
+    series: AppliedSeries | None = None
+    pruned: tuple[str, ...] = field(default=())
+
+    @property
+    def log_path(self) -> Path:
+        return self.artifact_dir / "build.log"
+
+
+Progress = Callable[[str], None]
+
+
+def build(
+    req: BuildRequest, settings: BuildSettings, progress: Progress | None = None
+) -> BuildOutcome:
+    started = time.monotonic()
+    note = progress or (lambda _phase: None)
+    arch = profile(req.arch)
+    merged = kconfig.merge(arch, req.fragments)
+    chash = kconfig.config_hash(arch, merged)
+    try:
+        toolchain = arch.toolchain()
+    except ToolchainMissing as exc:
+        raise BuildError(INFRA, str(exc)) from exc
+    series = _parse_series(req.mbox)
+    note("fetch")
+    mirror = _mirror(req, settings)
+    try:
+        base_sha = resolve(mirror, req.ref)
+    except BadRefError as exc:
+        raise BuildError(BAD_REF, str(exc)) from exc
+    store = Store(settings.root)
+
+    def outcome(
+        sha: str, meta: dict[str, object], cached: bool, pruned: Sequence[str] = ()
+    ) -> BuildOutcome:
+        key = cache_key(sha, arch.name, chash, toolchain)
+        return BuildOutcome(
+            key=key,
+            sha=sha,
+            base_sha=base_sha,
+            arch=arch.name,
+            config_hash=chash,
+            config_fragment=merged,
+            toolchain=toolchain,
+            artifact_dir=store.artifact_dir(key),
+            image=store.artifact_dir(key) / str(meta["image"]),
+            cached=cached,
+            seconds=time.monotonic() - started,
+            series=_applied(meta.get("series")),
+            pruned=tuple(pruned),
+        )
+
+    memo_key = _memo_key(base_sha, req) if series else ""
+    known = base_sha if series is None else _remembered(store, memo_key, mirror)
+    if known and (meta := store.lookup(cache_key(known, arch.name, chash, toolchain))):
+        return outcome(known, meta, cached=True)
+
+    slot = f"{mirror.name.removesuffix('.git')}-{arch.name}-{chash[:12]}"
+    try:
+        with store.slot_lock(slot, timeout=settings.lock_timeout):
+            slot_dir = store.slot_dir(slot)
+            src = _worktree(mirror, slot_dir / "src", base_sha)
+            sha, applied = base_sha, None
+            if series is not None:
+                note("apply")
+                sha, applied = _apply(src, series, req, store, memo_key, known)
+            key = cache_key(sha, arch.name, chash, toolchain)
+            with store.key_lock(key, timeout=settings.lock_timeout):
+                if meta := store.lookup(key):  # built by another request while we waited
+                    return outcome(sha, meta, cached=True)
+                pruned = store.ensure_free(
+                    settings.min_free_bytes,
+                    max_artifact_bytes=settings.max_artifact_bytes,
+                    max_slots=settings.max_slots,
+                )
+                files = _compile(arch, src, slot_dir, sha, merged, settings, note)
+                meta = {
+                    "sha": sha,
+                    "base_sha": base_sha,
+                    "tree": req.tree_url,
+                    "ref": req.ref,
+                    "arch": arch.name,
+                    "config_hash": chash,
+                    "toolchain": toolchain,
+                    "image": Path(arch.image_path).name,
+                    "build_seconds": round(time.monotonic() - started, 1),
+                    "series": applied,
+                }
+                store.publish(key, files, meta)
+            pruned = [
+                *pruned,
+                *store.prune(
+                    max_artifact_bytes=settings.max_artifact_bytes, max_slots=settings.max_slots
+                ),
+            ]
+            return outcome(sha, meta, cached=False, pruned=pruned)
+    except LockTimeout as exc:
+        raise BuildError(TIMEOUT, f"waited too long for another build: {exc}") from exc
+    except NoSpace as exc:
+        raise BuildError(NO_SPACE, str(exc)) from exc
+
+
+def _applied(info: object) -> AppliedSeries | None:
+    if not isinstance(info, dict):
+        return None
+    return AppliedSeries(
+        method=str(info["method"]),
+        notes=tuple(info["notes"]),
+        subjects=tuple(info["subjects"]),
+        message_ids=tuple(info["message_ids"]),
+    )
+
+
+def _parse_series(mbox: bytes | None) -> Series | None:
+    if mbox is None:
+        return None
+    try:
+        return parse_mbox(mbox)
+    except SeriesError as exc:
+        raise BuildError(PATCH_FAILED, f"the patch series cannot be read: {exc}") from exc
+
+
+def _mirror(req: BuildRequest, settings: BuildSettings) -> Path:
+    try:
+        return ensure_mirror(settings.mirrors, req.tree_url, allow_local=req.allow_local)
+    except UnsafeSourceError as exc:
+        raise BuildError(FETCH_FAILED, f"tree URL refused: {exc}") from exc
+    except GitError as exc:
+        raise BuildError(FETCH_FAILED, f"cannot fetch {req.tree_url}: {exc}") from exc
+
+
+def _memo_key(base_sha: str, req: BuildRequest) -> str:
+    mbox = hashlib.sha256(req.mbox or b"").hexdigest()
+    return hashlib.sha256(f"{base_sha}\n{mbox}\n{req.patch_fallback}".encode()).hexdigest()
+
+
+def _remembered(store: Store, memo_key: str, mirror: Path) -> str:
+    """The sha this series gave on this base before, if its commit is still in the mirror."""
+    memo = store.series_memo(memo_key)
+    sha = str(memo["sha"]) if memo else ""
+    if not sha:
+        return ""
+    exists = run_git(["cat-file", "-e", f"{sha}^{{commit}}"], git_dir=mirror, check=False)
+    return sha if exists.returncode == 0 else ""
+
+
+def _worktree(mirror: Path, path: Path, sha: str) -> Path:
+    """The slot's worktree, moved to `sha` (unchanged files keep their mtimes)."""
+    if not (path / ".git").exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with mirror_lock(mirror, timeout=600):
+            run_git(["worktree", "prune"], git_dir=mirror)
+            run_git(
+                ["worktree", "add", "--force", "--detach", "--", str(path), sha], git_dir=mirror
+            )
+        return path
+    run_git(["am", "--abort"], cwd=path, check=False)
+    run_git(["checkout", "--quiet", "--force", "--detach", sha], cwd=path)
+    run_git(["clean", "-qfdx"], cwd=path)
+    return path
+
+
+def _apply(
+    src: Path, series: Series, req: BuildRequest, store: Store, memo_key: str, known: str
+) -> tuple[str, dict[str, object]]:
+    info: dict[str, object] = {
+        "subjects": [p.subject for p in series.patches],
+        "message_ids": [p.message_id for p in series.patches],
+    }
+    memo = store.series_memo(memo_key) if known else None
+    if known and memo:
+        run_git(["checkout", "--quiet", "--force", "--detach", known], cwd=src)
+        return known, {**info, "method": memo["method"], "notes": memo["notes"]}
+    try:
+        applied = apply_series(src, series, fallback=req.patch_fallback)
+    except PatchFailed as exc:
+        raise BuildError(PATCH_FAILED, str(exc), exc.output) from exc
+    store.remember_series(
+        memo_key, {"sha": applied.sha, "method": applied.method, "notes": applied.notes}
+    )
+    return applied.sha, {**info, "method": applied.method, "notes": list(applied.notes)}
+
+
+def _compile(
+    arch: ArchProfile,
+    src: Path,
+    slot_dir: Path,
+    sha: str,
+    merged: str,
+    settings: BuildSettings,
+    note: Progress,
+) -> dict[str, Path]:
+    obj = slot_dir / "obj"
+    obj.mkdir(parents=True, exist_ok=True)
+    settings.ccache.mkdir(parents=True, exist_ok=True)
+    date = run_git(["log", "-1", "--format=%cD", sha], cwd=src).stdout.strip()
+    sandbox = Sandbox(
+        readable=(src,),
+        writable=(obj, settings.ccache),
+        user=settings.user,
+        env={
+            "CCACHE_DIR": str(settings.ccache),
+            # Paths under the slots folder hash relative, so slots share cache entries.
+            "CCACHE_BASEDIR": str(slot_dir.parent),
+            "CCACHE_NOHASHDIR": "1",
+            # Reproducible: the same sources give the same objects, whichever slot built them.
+            "KBUILD_BUILD_TIMESTAMP": date,
+            "KBUILD_BUILD_USER": "rcubench",
+            "KBUILD_BUILD_HOST": "rcubench",
+        },
+    )
+    try:
+        sandbox.prepare()
+    except (OSError, KeyError) as exc:
+        raise BuildError(INFRA, f"cannot prepare the build sandbox: {exc}") from exc
+    log_path = slot_dir / "build.log"
+    deadline = time.monotonic() + settings.timeout
+    with open(log_path, "w") as log:
+        log.write(f"# rcubench build of {sha} for {arch.name}\n")
+
+        def step(argv: list[str]) -> int:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise StepTimeout(f"no time left of the {settings.timeout:.0f} s limit")
+            return run_logged(
+                sandbox.command(argv, cwd=obj), log=log, timeout=remaining, shown=argv
+            )
+
+        try:
+            note("config")
+            kconfig.configure(step, src, obj, arch, merged)
+            note("make")
+            jobs = settings.jobs or len(os.sched_getaffinity(0))
+            make = ["make", "-C", str(src), f"O={obj}", f"ARCH={arch.make_arch}", f"-j{jobs}"]
+            if arch.cross_compile:
+                make.append(f"CROSS_COMPILE={arch.cross_compile}")
+            make += [f"CC=ccache {arch.cc}", "HOSTCC=ccache gcc", "LOCALVERSION="]
+            status = step([*make, arch.image_target])
+        except StepTimeout as exc:
+            raise BuildError(TIMEOUT, f"build {exc}", _tail(log_path)) from exc
+        except kconfig.ConfigDropped as exc:
+            raise BuildError(CONFIG_DROPPED, str(exc), _tail(log_path)) from exc
+        except kconfig.ConfigStepFailed as exc:
+            raise BuildError(MAKE_FAILED, str(exc), _tail(log_path)) from exc
+        except SandboxUnavailable as exc:
+            raise BuildError(INFRA, str(exc)) from exc
+    if status != 0:
+        raise BuildError(
+            MAKE_FAILED, f"make {arch.image_target} failed:\n{_errors(log_path)}", _tail(log_path)
+        )
+    return {
+        Path(arch.image_path).name: obj / arch.image_path,
+        "config": obj / ".config",
+        "System.map": obj / "System.map",
+        "build.log": log_path,
+    }
+
+
+def _tail(path: Path, lines: int = 200) -> str:
+    try:
+        return "".join(path.read_text(errors="replace").splitlines(keepends=True)[-lines:])
+    except FileNotFoundError:
+        return ""
+
+
+def _errors(path: Path, limit: int = 20) -> str:
+    found = [line for line in _tail(path, 2000).splitlines() if _ERROR_LINE.search(line)]
+    return "\n".join(found[-limit:]) or "(no error line found; see the log)"
