@@ -48,7 +48,8 @@ class BuildFactory(DjangoModelFactory[Build]):
     class Meta:
         model = Build
 
-    sha = LazyFunction(lambda: _sha1(next(_counter)))
+    revision = SubFactory(RevisionFactory)
+    sha = LazyAttribute(lambda o: o.revision.sha)
     arch = "x86_64"
     config_hash = LazyFunction(lambda: hashlib.sha256(str(next(_counter)).encode()).hexdigest())
     toolchain = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"

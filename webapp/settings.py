@@ -118,3 +118,17 @@ RCUBENCH_RUN_STALE_SECONDS = env.int("RCUBENCH_RUN_STALE_SECONDS", default=300)
 RCUBENCH_REAPER_INTERVAL_SECONDS = env.int("RCUBENCH_REAPER_INTERVAL_SECONDS", default=60)
 # Timeout of each reachability probe behind /healthz.
 RCUBENCH_HEALTH_TIMEOUT_SECONDS = env.float("RCUBENCH_HEALTH_TIMEOUT_SECONDS", default=3.0)
+
+# --- kernel builds (workers/build) ---
+# Mirrors, artifacts, slots and ccache live under the data dir (scripts/setup.sh creates it).
+RCUBENCH_DATA_DIR = env.path("RCUBENCH_DATA_DIR", default="/var/lib/rcubench")
+# When a worker runs as root, builds drop to this unprivileged user inside bubblewrap.
+# Shared by every build on this worker (and by test runs, which keep their own data dirs).
+RCUBENCH_CCACHE_DIR = env.path("RCUBENCH_CCACHE_DIR", default=RCUBENCH_DATA_DIR("ccache"))
+RCUBENCH_BUILD_USER = env.str("RCUBENCH_BUILD_USER", default="rcubench-build")
+RCUBENCH_BUILD_TIMEOUT_SECONDS = env.int("RCUBENCH_BUILD_TIMEOUT_SECONDS", default=3600)
+# A build is refused (no-space) unless this much disk is free after pruning.
+RCUBENCH_BUILD_MIN_FREE_GB = env.float("RCUBENCH_BUILD_MIN_FREE_GB", default=5.0)
+# LRU limits: artifacts beyond this size, and slots (worktree + object dir) beyond this count.
+RCUBENCH_BUILD_CACHE_MAX_GB = env.float("RCUBENCH_BUILD_CACHE_MAX_GB", default=20.0)
+RCUBENCH_BUILD_MAX_SLOTS = env.int("RCUBENCH_BUILD_MAX_SLOTS", default=6)

@@ -15,7 +15,7 @@ from django.conf import settings
 
 from workers.routing import TASK_ROUTES, all_queues
 
-app = Celery("rcubench", include=["workers.tasks.control"])
+app = Celery("rcubench", include=["workers.tasks.control", "workers.tasks.build"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_routes = TASK_ROUTES
 app.conf.task_queues = [Queue(name) for name in all_queues(settings.RCUBENCH_BENCH_TARGETS)]
@@ -23,6 +23,10 @@ app.conf.task_default_queue = "control"
 app.conf.beat_schedule = {
     "reap-stale-runs": {
         "task": "rcubench.control.reap_stale_runs",
+        "schedule": float(settings.RCUBENCH_REAPER_INTERVAL_SECONDS),
+    },
+    "reap-stale-builds": {
+        "task": "rcubench.control.reap_stale_builds",
         "schedule": float(settings.RCUBENCH_REAPER_INTERVAL_SECONDS),
     },
 }

@@ -37,7 +37,7 @@ class PatchSeriesAdmin(admin.ModelAdmin):
 
 @admin.register(Revision)
 class RevisionAdmin(admin.ModelAdmin):
-    list_display = ["tree", "ref", "base_sha", "series", "sha", "created_at"]
+    list_display = ["tree", "ref", "base_sha", "series", "applied_with", "sha", "created_at"]
     list_filter = ["tree"]
     search_fields = ["ref", "base_sha", "sha", "series__subject"]
     list_select_related = ["tree", "series"]
@@ -48,17 +48,29 @@ class RevisionAdmin(admin.ModelAdmin):
 class BuildAdmin(admin.ModelAdmin):
     list_display = [
         "short_sha",
+        "revision",
         "arch",
         "state",
         "result",
         "error_code",
+        "cached",
         "seconds",
         "host",
         "created_at",
     ]
-    list_filter = ["state", "result", "error_code", "arch"]
-    search_fields = ["sha", "config_hash", "toolchain", "host"]
-    readonly_fields = ["created_at", "started_at", "finished_at", "heartbeat_at"]
+    list_filter = ["state", "result", "error_code", "arch", "cached"]
+    search_fields = ["sha", "config_hash", "artifact_key", "toolchain", "host", "revision__ref"]
+    list_select_related = ["revision__tree"]
+    raw_id_fields = ["revision"]
+    readonly_fields = [
+        "created_at",
+        "started_at",
+        "finished_at",
+        "heartbeat_at",
+        "artifact_key",
+        "artifact_dir",
+        "cached",
+    ]
 
     @admin.display(description="sha", ordering="sha")
     def short_sha(self, obj: Build) -> str:

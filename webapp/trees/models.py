@@ -102,10 +102,20 @@ class Revision(models.Model):
 
     tree = models.ForeignKey(Tree, on_delete=models.PROTECT, related_name="revisions")
     ref = models.CharField(max_length=255, help_text="The ref as requested (branch, tag, sha...).")
-    base_sha = models.CharField(max_length=40, validators=[sha_validator])
+    base_sha = models.CharField(
+        max_length=40, blank=True, validators=[sha_validator], help_text="Resolved by the build."
+    )
     series = models.ForeignKey(
         PatchSeries, null=True, blank=True, on_delete=models.PROTECT, related_name="revisions"
     )
+    patch_fallback = models.BooleanField(
+        default=False,
+        help_text="If plain `git am` fails, retry with `git am -3`, then with fuzz (patch -F3).",
+    )
+    applied_with = models.CharField(
+        max_length=32, blank=True, help_text="How the series applied: git am, git am -3 or fuzz."
+    )
+    apply_notes = models.TextField(blank=True)
     sha = models.CharField(
         max_length=40,
         blank=True,
@@ -123,7 +133,12 @@ class Revision(models.Model):
 
 
 class Build(TrackedStep):
-    """One kernel image, unique on its cache key (sha, arch, config hash, toolchain)."""
+    """One revision built for one arch and config.
+
+    The artifact is stored under its cache key (sha, arch, config hash, toolchain) by the
+    build engine, which builds each key once: two revisions naming one commit share the
+    artifact, and the later build is recorded as `cached` (make did not run).
+    """
 
     class Error(models.TextChoices):
         NONE = "", "(none)"
@@ -136,10 +151,16 @@ class Build(TrackedStep):
         NO_SPACE = "no-space"
         INFRA = "infra-error"
 
-    sha = models.CharField(max_length=40, validators=[sha_validator])
+    revision = models.ForeignKey(Revision, on_delete=models.PROTECT, related_name="builds")
     arch = models.CharField(max_length=16, choices=Arch)
+    kconfig = models.TextField(
+        blank=True, help_text="Kconfig lines the benchmarks asked for, on top of the arch base."
+    )
     config_hash = models.CharField(max_length=64, validators=[sha256_validator])
-    toolchain = models.CharField(max_length=200, help_text="Compiler version string.")
+    sha = models.CharField(max_length=40, blank=True, validators=[sha_validator])
+    toolchain = models.CharField(max_length=200, blank=True, help_text="Compiler and linker.")
+    artifact_key = models.CharField(max_length=64, blank=True, db_index=True)
+    cached = models.BooleanField(default=False, help_text="Served from the artifact store.")
     error_code = models.CharField(max_length=32, choices=Error, default=Error.NONE, blank=True)
     log = models.TextField(blank=True)
     artifact_dir = models.CharField(max_length=500, blank=True)
@@ -149,11 +170,14 @@ class Build(TrackedStep):
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["sha", "arch", "config_hash", "toolchain"], name="build_cache_key"
+                fields=["revision", "arch", "config_hash"], name="build_unique_request"
             ),
             result_only_when_done("build_result_only_when_done"),
             error_code_iff_unsuccessful("build_error_code_iff_unsuccessful"),
         ]
+        indexes = [
+            models.Index(fields=["sha", "arch", "config_hash", "toolchain"], name="build_cache_key")
+        ]
 
     def __str__(self) -> str:
-        return f"{self.sha[:12]} {self.arch} {self.config_hash[:8]}"
+        return f"{self.sha[:12] or self.revision.ref} {self.arch} {self.config_hash[:8]}"

@@ -8,3 +8,10 @@ def reap_stale_runs() -> int:
     from webapp.comparisons.services import reap_stale_runs as reap
 
     return reap()
+
+
+@app.task(name="rcubench.control.reap_stale_builds")
+def reap_stale_builds() -> int:
+    from webapp.trees.services import reap_stale_builds as reap
+
+    return reap()

@@ -9,21 +9,27 @@ from webapp.trees.models import Build
 pytestmark = pytest.mark.django_db
 
 
-def test_build_is_unique_on_its_cache_key():
+def test_a_revision_has_one_build_per_arch_and_config():
     build = BuildFactory.create()
-    with pytest.raises(IntegrityError, match="build_cache_key"):
-        BuildFactory.create(
-            sha=build.sha,
-            arch=build.arch,
-            config_hash=build.config_hash,
-            toolchain=build.toolchain,
-        )
+    with pytest.raises(IntegrityError, match="build_unique_request"):
+        BuildFactory.create(revision=build.revision, arch=build.arch, config_hash=build.config_hash)
 
 
-def test_same_sha_other_arch_is_another_build():
+def test_same_revision_other_arch_is_another_build():
     build = BuildFactory.create()
-    other = BuildFactory.create(sha=build.sha, config_hash=build.config_hash, arch="ppc64le")
+    other = BuildFactory.create(
+        revision=build.revision, config_hash=build.config_hash, arch="ppc64le"
+    )
     assert other.pk != build.pk
+
+
+def test_two_revisions_of_one_commit_may_share_a_cache_key():
+    # The artifact store builds a key once; the second row records a cache hit.
+    build = BuildFactory.create()
+    other = BuildFactory.create(
+        sha=build.sha, config_hash=build.config_hash, toolchain=build.toolchain, cached=True
+    )
+    assert other.revision_id != build.revision_id
 
 
 def test_build_result_only_once_done():
