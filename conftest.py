@@ -2,13 +2,17 @@
 Redis broker, writing to the test database."""
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -93,3 +97,85 @@ def _use_broker(app, url: str) -> None:
     app.amqp._producer_pool = None
     kombu_pools.reset()  # type: ignore[attr-defined]
     assert app.conf.broker_url == url
+
+
+# --- Real kernels, shared by the build, VM and service tests ------------------------------
+DEFAULT_TREE = (
+    Path(os.environ.get("RCUBENCH_DATA_DIR", "/var/lib/rcubench")) / "trees/linux-6.12.git"
+)
+BASE_TAG = "v6.12.117-debian"
+
+
+def _bench_fragment() -> tuple[str, ...]:
+    from benchmarks.registry import BENCHMARKS, kconfig_for
+
+    return kconfig_for(BENCHMARKS)
+
+
+@pytest.fixture(scope="session")
+def kernel_data_dir() -> Iterator[Path]:
+    """A data dir for this test session's mirrors, slots and artifacts (the machine's ccache
+    is shared, so only a machine's first run compiles cold). Under /var/tmp, not pytest's
+    tmp_path: the unprivileged build user and QEMU must reach it."""
+    root = Path(tempfile.mkdtemp(prefix="rcubench-test-data-", dir="/var/tmp"))
+    root.chmod(0o755)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def build_settings(kernel_data_dir):
+    from workers.build.builder import BuildSettings
+
+    return BuildSettings(
+        root=kernel_data_dir / "build",
+        mirrors=kernel_data_dir / "mirrors",
+        ccache=Path(os.environ.get("RCUBENCH_CCACHE_DIR", "/var/lib/rcubench/ccache")),
+        min_free_bytes=1 << 30,
+    )
+
+
+@pytest.fixture(scope="session")
+def kernel_request():
+    """BuildRequest for the default tree at BASE_TAG with every benchmark's Kconfig."""
+    from workers.build.builder import BuildRequest
+
+    def make(**kw: object) -> BuildRequest:
+        fields: dict[str, object] = {
+            "tree_url": str(DEFAULT_TREE),
+            "ref": BASE_TAG,
+            "arch": "x86_64",
+            "fragments": _bench_fragment(),
+            "allow_local": True,
+        }
+        return BuildRequest(**{**fields, **kw})  # type: ignore[arg-type]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def x86_kernel_race(build_settings, kernel_request):
+    """The session's x86_64 benchmark kernel, requested twice at the same moment: one
+    request builds it, the other waits and gets the stored artifact."""
+    from workers.build.builder import build
+
+    barrier = threading.Barrier(2)
+
+    def one(_: int):
+        barrier.wait()
+        return build(kernel_request(), build_settings)
+
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(one, range(2)))
+
+
+@pytest.fixture(scope="session")
+def x86_kernel(x86_kernel_race):
+    return next(o for o in x86_kernel_race if not o.cached)
+
+
+@pytest.fixture(scope="session")
+def ppc64le_kernel(build_settings, kernel_request):
+    from workers.build.builder import build
+
+    return build(kernel_request(arch="ppc64le"), build_settings)

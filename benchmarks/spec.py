@@ -23,6 +23,28 @@ class Kind(Enum):
     VALUE = "value"  # one value per run (boot time, slab kB)
 
 
+# Benchmark kernels are built with every requested benchmark's Kconfig, so the built-in
+# rcuscale test starts at every boot and powers the guest off when done. Benchmarks other
+# than rcuscale's own keep it idle: no writer or reader kthreads, no shutdown.
+RCUSCALE_IDLE = "rcuscale.nwriters=0 rcuscale.nreaders=0 rcuscale.shutdown=0"
+
+
+class ParseError(ValueError):
+    """A benchmark's console output is missing, truncated or garbled: never partial data."""
+
+
+# What a parser returns: metric name -> samples (one value for Kind.VALUE metrics).
+Parsed = dict[str, tuple[float, ...]]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What the host saw of the run, for metrics the console alone cannot give."""
+
+    wall_seconds: float  # domain start to domain end
+    ready_seconds: float | None  # domain start to the guest's RCUBENCH-READY line
+
+
 @dataclass(frozen=True)
 class Metric:
     name: str

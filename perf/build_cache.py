@@ -63,7 +63,7 @@ def main() -> int:
         print(f"cache hit (median/5)  {hit_s:8.3f} s   (all: {every})")
         ok_r, ok_h = rebuild_ratio <= 0.25, hit_ratio <= 0.01
         print(f"rebuild/cold  {rebuild_ratio:.3f}  (target <= 0.25: {'met' if ok_r else 'MISSED'})")
-        print(f"hit/cold      {hit_ratio:.4f} (target <= 0.01: {'met' if ok_h else 'MISSED'})")
+        print(f"hit/cold      {hit_ratio:.5f} (target <= 0.01: {'met' if ok_h else 'MISSED'})")
         return 0 if ok_r and ok_h else 1
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -83,6 +83,7 @@ class RunFactory(DjangoModelFactory[Run]):
         model = Run
 
     comparison = SubFactory(ComparisonFactory)
+    benchmark = "sync-rcu-latency"
     side = "A"
     index = Sequence(lambda n: n)
     order = Sequence(lambda n: n)

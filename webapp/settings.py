@@ -132,3 +132,11 @@ RCUBENCH_BUILD_MIN_FREE_GB = env.float("RCUBENCH_BUILD_MIN_FREE_GB", default=5.0
 # LRU limits: artifacts beyond this size, and slots (worktree + object dir) beyond this count.
 RCUBENCH_BUILD_CACHE_MAX_GB = env.float("RCUBENCH_BUILD_CACHE_MAX_GB", default=20.0)
 RCUBENCH_BUILD_MAX_SLOTS = env.int("RCUBENCH_BUILD_MAX_SLOTS", default=6)
+
+# --- benchmark runs (workers/vm) ---
+# A run whose kernel has not reached init by then is boot-failed; one that has not powered
+# off by boot + bench limits is a timeout. TCG boots take seconds; lab machines longer.
+RCUBENCH_BOOT_TIMEOUT_SECONDS = env.int("RCUBENCH_BOOT_TIMEOUT_SECONDS", default=300)
+RCUBENCH_BENCH_TIMEOUT_SECONDS = env.int("RCUBENCH_BENCH_TIMEOUT_SECONDS", default=900)
+# Use KVM instead of TCG: only where /dev/kvm runs stock kernels (not on PVM hosts).
+RCUBENCH_VM_KVM = env.bool("RCUBENCH_VM_KVM", default=False)

@@ -15,7 +15,9 @@ from django.conf import settings
 
 from workers.routing import TASK_ROUTES, all_queues
 
-app = Celery("rcubench", include=["workers.tasks.control", "workers.tasks.build"])
+app = Celery(
+    "rcubench", include=["workers.tasks.control", "workers.tasks.build", "workers.tasks.bench"]
+)
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_routes = TASK_ROUTES
 app.conf.task_queues = [Queue(name) for name in all_queues(settings.RCUBENCH_BENCH_TARGETS)]

@@ -140,7 +140,7 @@ class Comparison(models.Model):
 
 
 class Run(TrackedStep):
-    """One boot of one side's kernel, running the comparison's benchmarks once."""
+    """One boot of one side's kernel in a fresh VM, running one benchmark once."""
 
     class Side(models.TextChoices):
         A = "A"
@@ -157,20 +157,26 @@ class Run(TrackedStep):
         CANCELLED = "cancelled"
 
     comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="runs")
+    benchmark = models.CharField(max_length=64)
     side = models.CharField(max_length=1, choices=Side)
-    index = models.PositiveIntegerField(help_text="0-based slot within its side.")
+    index = models.PositiveIntegerField(help_text="0-based slot within its side and benchmark.")
     order = models.PositiveIntegerField(help_text="Position in the comparison's run schedule.")
     retry_of = models.OneToOneField(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retried_by"
     )
     error_code = models.CharField(max_length=32, choices=Error, default=Error.NONE, blank=True)
     console_log = models.TextField(blank=True)
-    wall_seconds = models.FloatField(null=True, blank=True)
+    wall_seconds = models.FloatField(null=True, blank=True, help_text="VM start to VM end.")
+    ready_seconds = models.FloatField(
+        null=True, blank=True, help_text="VM start to the guest's ready marker."
+    )
 
     class Meta:
         ordering = ["comparison", "order"]
         constraints = [
-            models.UniqueConstraint(fields=["comparison", "side", "index"], name="run_unique_slot"),
+            models.UniqueConstraint(
+                fields=["comparison", "benchmark", "side", "index"], name="run_unique_slot"
+            ),
             models.UniqueConstraint(fields=["comparison", "order"], name="run_unique_order"),
             result_only_when_done("run_result_only_when_done"),
             error_code_iff_unsuccessful("run_error_code_iff_unsuccessful"),
@@ -178,7 +184,7 @@ class Run(TrackedStep):
         indexes = [models.Index(fields=["state", "heartbeat_at"], name="run_state_heartbeat")]
 
     def __str__(self) -> str:
-        return f"comparison {self.comparison_id} run {self.side}{self.index}"
+        return f"comparison {self.comparison_id} {self.benchmark} {self.side}{self.index}"
 
 
 class Measurement(models.Model):

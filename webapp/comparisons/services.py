@@ -1,12 +1,17 @@
 """Services over comparisons and runs (called by tasks, views and commands)."""
 
+import json
+import socket
+import time
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from webapp.comparisons.models import Run
+from webapp.comparisons.models import Measurement, Run
 from webapp.states import Result, State
 
 
@@ -30,3 +35,97 @@ def reap_stale_runs(now: datetime | None = None) -> int:
         ),
         finished_at=now,
     )
+
+
+def run_benchmark(run_id: int) -> Run | None:
+    """Carry out one queued run: boot the side's kernel once in a fresh VM on this worker,
+    run the benchmark, parse the console into Measurements. Returns None when the run is
+    not queued any more (a duplicate delivery does nothing). Infrastructure failures are
+    recorded with their code and the console, never as data."""
+    from benchmarks.registry import get
+    from benchmarks.spec import ParseError, RunContext
+    from workers.vm import runner
+    from workers.vm.domain import VMSpec
+    from workers.vm.images import ImageError, build_initramfs, busybox_for
+
+    now = timezone.now()
+    claimed = Run.objects.filter(pk=run_id, state=State.QUEUED).update(
+        state=State.RUNNING, started_at=now, heartbeat_at=now, host=socket.gethostname()
+    )
+    if not claimed:
+        return None
+    run = Run.objects.select_related("comparison__target").get(pk=run_id)
+    comparison, target = run.comparison, run.comparison.target
+    build = comparison.build_a if run.side == Run.Side.A else comparison.build_b
+    extra = comparison.cmdline_a if run.side == Run.Side.A else comparison.cmdline_b
+    if build is None or build.result != Result.OK or not build.artifact_dir:
+        return _end_run(run, Result.INCOMPLETE, Run.Error.INFRA, f"side {run.side} has no kernel")
+    bench = get(run.benchmark)
+    data = Path(str(settings.RCUBENCH_DATA_DIR))
+    try:
+        initrd = build_initramfs(target.arch, data / "images", busybox_for(target.arch, data))
+    except ImageError as exc:
+        return _end_run(run, Result.INCOMPLETE, Run.Error.INFRA, str(exc))
+    meta = json.loads((Path(build.artifact_dir) / "meta.json").read_text())
+    spec = VMSpec(
+        name=runner.new_domain_name(f"{target.name}-run{run.pk}"),
+        arch=target.arch,
+        machine=target.machine,
+        kernel=Path(build.artifact_dir) / meta["image"],
+        initrd=initrd,
+        cmdline=f"{bench.spec.cmdline} {extra}".strip(),
+        sockets=target.sockets,
+        cores=target.cores,
+        threads=target.threads,
+        memory_mb=target.memory_mb,
+        console_log=data / "runs" / str(run.pk) / "console.log",
+        kvm=settings.RCUBENCH_VM_KVM,
+    )
+    last_beat = time.monotonic()
+
+    def beat() -> None:
+        nonlocal last_beat
+        if time.monotonic() - last_beat >= 15:
+            Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
+            last_beat = time.monotonic()
+
+    out = runner.run_vm(
+        settings.LIBVIRT_URI,
+        spec,
+        boot_timeout=settings.RCUBENCH_BOOT_TIMEOUT_SECONDS,
+        run_timeout=settings.RCUBENCH_BENCH_TIMEOUT_SECONDS,
+        on_poll=beat,
+    )
+    run.console_log, run.wall_seconds, run.ready_seconds = (
+        out.console,
+        out.wall_seconds,
+        out.ready_seconds,
+    )
+    if out.outcome != runner.OK:
+        result = Result.INCOMPLETE if out.outcome == runner.INFRA else Result.FAILED
+        return _end_run(run, result, out.outcome, out.reason)
+    try:
+        parsed = bench.parse(out.console, RunContext(out.wall_seconds, out.ready_seconds))
+    except ParseError as exc:
+        return _end_run(run, Result.FAILED, Run.Error.PARSE_FAILED, str(exc))
+    with transaction.atomic():
+        Measurement.objects.bulk_create(
+            Measurement(
+                run=run,
+                benchmark=bench.spec.name,
+                metric=metric.name,
+                unit=metric.unit,
+                samples=list(parsed[metric.name]),
+            )
+            for metric in bench.spec.metrics
+        )
+        _end_run(run, Result.OK, "", "")
+    return run
+
+
+def _end_run(run: Run, result: str, error_code: str, message: str) -> Run:
+    run.state, run.result = State.DONE, result
+    run.error_code, run.error_message = error_code, message
+    run.finished_at = timezone.now()
+    run.save()
+    return run

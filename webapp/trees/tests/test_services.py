@@ -1,7 +1,5 @@
 """Build service: requests become Build rows, the build task records what the engine did."""
 
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,6 +7,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 
+from benchmarks.registry import BENCHMARKS, kconfig_for
 from webapp.factories import BuildFactory, RevisionFactory, TreeFactory
 from webapp.states import Result, State
 from webapp.trees import services
@@ -16,15 +15,16 @@ from webapp.trees.models import Build, PatchSeries
 from workers.build.kconfig import ConfigError
 from workers.build.tests.conftest import BASE_TAG, DEFAULT_TREE, FIXTURES
 
-BENCH = ("CONFIG_RCU_SCALE_TEST=y", "CONFIG_BPF_SYSCALL=y")
+# Every benchmark's Kconfig, as the session's shared kernels (root conftest) are built.
+BENCH = kconfig_for(BENCHMARKS)
+PERF_FIXTURES = Path(__file__).resolve().parents[3] / "perf" / "fixtures"
 
 
 @pytest.fixture
-def data_dir(settings, monkeypatch) -> Iterator[Path]:
-    """A data dir of this test's own (reachable by the build user), the machine's ccache;
-    in the environment too, for a worker process started after this fixture."""
-    root = Path(tempfile.mkdtemp(prefix="rcubench-svc-test-", dir="/var/tmp"))
-    root.chmod(0o755)
+def data_dir(settings, monkeypatch, kernel_data_dir) -> Iterator[Path]:
+    """The session's kernel data dir and the machine's ccache, in the settings and in the
+    environment (for a worker process started after this fixture)."""
+    root = kernel_data_dir
     overrides = {
         "RCUBENCH_CCACHE_DIR": str(django_settings.RCUBENCH_CCACHE_DIR),
         "RCUBENCH_DATA_DIR": str(root),
@@ -35,8 +35,7 @@ def data_dir(settings, monkeypatch) -> Iterator[Path]:
     settings.RCUBENCH_CCACHE_DIR = overrides["RCUBENCH_CCACHE_DIR"]
     settings.RCUBENCH_DATA_DIR = str(root)
     settings.RCUBENCH_BUILD_MIN_FREE_GB = 1.0
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
+    return root
 
 
 def _revision(ref: str = BASE_TAG, **kw: object):
@@ -123,16 +122,20 @@ def test_a_duplicate_delivery_of_a_running_build_does_nothing():
 def test_the_build_task_on_a_real_worker_builds_then_serves_the_cache(
     data_dir, celery_worker_process
 ):
-    """Through the broker and a worker process: a real x86_64 build, then the same commit
-    by its sha is a cache hit recorded as such."""
-    first = services.request_build(_revision(), "x86_64", BENCH)
+    """Through the broker and a worker process: a real x86_64 build of a patched revision,
+    then another revision of the same base and series is a cache hit recorded as such."""
+    mbox = (PERF_FIXTURES / "one-line.mbox").read_bytes()
+    series = PatchSeries.objects.create(subject="one line", mbox=mbox, mbox_sha256="1" * 64)
+    first = services.request_build(_revision(series=series), "x86_64", BENCH)
     first = _wait_done(first, timeout=1500, worker=celery_worker_process)
     assert (first.result, first.error_code, first.cached) == ("ok", "", False), first.log[-3000:]
     assert Path(first.artifact_dir, "bzImage").stat().st_size > 500_000
-    assert first.revision.sha == first.revision.base_sha == first.sha
-    assert first.log.rstrip().endswith("is ready  (#1)") or "bzImage" in first.log
+    first.revision.refresh_from_db()
+    assert first.revision.sha == first.sha != first.revision.base_sha
+    assert first.revision.applied_with == "git am"
+    assert "Kernel: arch/x86/boot/bzImage is ready" in first.log
 
-    second = services.request_build(_revision(first.sha), "x86_64", BENCH)
+    second = services.request_build(_revision(series=series), "x86_64", BENCH)
     second = _wait_done(second, timeout=120, worker=celery_worker_process)
     assert (second.result, second.cached) == ("ok", True)
     assert second.artifact_key == first.artifact_key

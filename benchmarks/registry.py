@@ -1,0 +1,44 @@
+"""Every benchmark rcubench runs: its spec and its parser, by name."""
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from benchmarks.boot_time import parser as boot_time_parser
+from benchmarks.boot_time.spec import SPEC as BOOT_TIME
+from benchmarks.smt_toggle import parser as smt_toggle_parser
+from benchmarks.smt_toggle.spec import SPEC as SMT_TOGGLE
+from benchmarks.spec import BenchmarkSpec, Parsed, RunContext
+from benchmarks.sync_rcu_latency import parser as sync_rcu_parser
+from benchmarks.sync_rcu_latency.spec import EXPEDITED as SYNC_RCU_EXP
+from benchmarks.sync_rcu_latency.spec import SPEC as SYNC_RCU
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    spec: BenchmarkSpec
+    parse: Callable[[str, RunContext], Parsed]
+
+
+BENCHMARKS: dict[str, Benchmark] = {
+    b.spec.name: b
+    for b in (
+        Benchmark(SYNC_RCU, sync_rcu_parser.parse),
+        Benchmark(SYNC_RCU_EXP, sync_rcu_parser.parse),
+        Benchmark(SMT_TOGGLE, smt_toggle_parser.parse),
+        Benchmark(BOOT_TIME, boot_time_parser.parse),
+    )
+}
+
+
+def get(name: str) -> Benchmark:
+    try:
+        return BENCHMARKS[name]
+    except KeyError:
+        known = ", ".join(BENCHMARKS)
+        raise KeyError(f"unknown benchmark {name!r}; known: {known}") from None
+
+
+def kconfig_for(names: Iterable[str]) -> tuple[str, ...]:
+    """The Kconfig lines a kernel needs to run all of `names` (sorted, without repeats), so
+    one build serves every benchmark of a comparison."""
+    return tuple(sorted({line for name in names for line in get(name).spec.kconfig}))

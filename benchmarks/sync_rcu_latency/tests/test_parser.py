@@ -1,0 +1,64 @@
+"""The rcuscale parser on real consoles, and on the same consoles cut or garbled."""
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from benchmarks.spec import ParseError
+from benchmarks.sync_rcu_latency.parser import params, parse
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+PPC = (FIXTURES / "ppc64le-pseries-tcg.log").read_text(errors="replace")
+
+
+def test_every_writer_duration_of_a_real_ppc64le_boot_is_kept_in_ms():
+    parsed = parse(PPC)
+    durations = parsed["writer_duration"]
+    assert len(durations) == 101
+    assert durations[0] == pytest.approx(6.711682)
+    assert durations[-1] == pytest.approx(6.001185)
+    # HZ=1000 under TCG: two FQS waits of about 3 jiffies each.
+    assert 5.0 < statistics.median(durations) < 8.0
+    assert parsed["gps"] == (101.0,)
+    assert parsed["batches"] == (102.0,)
+    assert parsed["test_duration"] == pytest.approx((731.649363,))
+
+
+def test_the_test_parameters_are_read_from_the_start_line():
+    got = params(PPC)
+    assert (got["nwriters"], got["gp_exp"], got["shutdown"]) == ("1", "0", "1")
+
+
+def test_a_console_cut_off_during_the_durations_is_an_error_not_a_short_sample():
+    cut = PPC[: PPC.index("writer-duration:    57")]
+    with pytest.raises(ParseError, match=r"writer 0: 57 writer-duration lines for gps 101"):
+        parse(cut)
+
+
+def test_a_console_cut_off_before_the_summary_is_an_error():
+    with pytest.raises(ParseError, match="no rcuscale summary line"):
+        parse(PPC[: PPC.index("rcu-scale: start:")])
+
+
+def test_a_console_without_rcuscale_is_an_error():
+    with pytest.raises(ParseError, match="rcuscale did not run"):
+        parse(PPC[: PPC.index("rcu-scale:--- Start of test")])
+
+
+def test_a_duplicated_duration_line_is_garbled_output():
+    line = next(ln for ln in PPC.splitlines() if "writer-duration:    10 " in ln)
+    with pytest.raises(ParseError, match="duration 10 appears twice"):
+        parse(PPC.replace(line, f"{line}\n{line}"))
+
+
+def test_rcuscales_own_complaint_voids_the_run():
+    # The message rcuscale prints when every grace period was expedited (rcuscale.c).
+    complaint = "[    2.1] rcu-scale:!!! All grace periods expedited, no normal ones to measure!"
+    with pytest.raises(ParseError, match="rcuscale reports: All grace periods expedited"):
+        parse(
+            PPC.replace(
+                "[    2.143812] rcu-scale: writer 0 gps",
+                complaint + "\n[    2.143812] rcu-scale: writer 0 gps",
+            )
+        )

@@ -1,0 +1,54 @@
+"""Boot each benchmark once on the default tree's kernel and save the raw console as a
+parser fixture: benchmarks/<bench>/fixtures/<arch>-<machine>-tcg.log.
+
+The fixtures are real consoles, never hand-written; rerun this after changing a guest
+program or the output protocol, then check the parser tests.
+Run: .venv/bin/python scripts/capture_fixtures.py [--arch x86_64 ppc64le] [--bench NAME ...]
+"""
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.registry import BENCHMARKS, get
+from perf._kernels import initramfs, kernel
+from perf.vm_overhead import TOPOLOGY, URI
+from workers.vm.domain import VMSpec
+from workers.vm.runner import new_domain_name, run_vm
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--arch", nargs="+", default=["x86_64"])
+    parser.add_argument("--bench", nargs="+", default=list(BENCHMARKS))
+    args = parser.parse_args()
+    for arch in args.arch:
+        image, initrd = kernel(arch).image, initramfs(arch)
+        for name in args.bench:
+            bench = get(name)
+            with tempfile.TemporaryDirectory(prefix="rcubench-capture-", dir="/var/tmp") as tmp:
+                Path(tmp).chmod(0o755)
+                spec = VMSpec(
+                    name=new_domain_name("capture"), arch=arch, kernel=image, initrd=initrd,
+                    cmdline=bench.spec.cmdline, console_log=Path(tmp) / "console.log",
+                    **TOPOLOGY[arch],  # type: ignore[arg-type]
+                )  # fmt: skip
+                out = run_vm(URI, spec, boot_timeout=300, run_timeout=300)
+            folder = ROOT / "benchmarks" / name.replace("-exp", "").replace("-", "_") / "fixtures"
+            dest = (
+                folder / f"{arch}-{spec.machine}-tcg{'-exp' if name.endswith('-exp') else ''}.log"
+            )
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(out.console)
+            print(
+                f"{arch} {name}: {out.outcome} ({out.reason}), {out.wall_seconds:.1f} s -> {dest}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

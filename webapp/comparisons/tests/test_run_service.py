@@ -1,0 +1,71 @@
+"""One run through the run service: a real boot of the session's x86_64 kernel under
+libvirt, recorded as a Run with its Measurements, or with its failure and console."""
+
+import pytest
+
+from webapp.comparisons import services
+from webapp.comparisons.models import Measurement, Run, Target
+from webapp.factories import BuildFactory, ComparisonFactory, RunFactory
+from webapp.states import Result, State
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def comparison(x86_kernel, kernel_data_dir, settings):
+    settings.RCUBENCH_DATA_DIR = str(kernel_data_dir)
+    settings.RCUBENCH_BOOT_TIMEOUT_SECONDS = 120
+    settings.RCUBENCH_BENCH_TIMEOUT_SECONDS = 120
+    build = BuildFactory.create(
+        state=State.DONE,
+        result=Result.OK,
+        sha=x86_kernel.sha,
+        artifact_dir=str(x86_kernel.artifact_dir),
+        artifact_key=x86_kernel.key,
+    )
+    return ComparisonFactory.create(build_a=build, target=Target.objects.get(name="qemu-x86_64"))
+
+
+def _run(comparison, benchmark: str, cmdline: str = "") -> Run:
+    comparison.cmdline_a = cmdline
+    comparison.save()
+    run = RunFactory.create(comparison=comparison, benchmark=benchmark, side="A")
+    services.run_benchmark(run.pk)
+    run.refresh_from_db()
+    return run
+
+
+def test_a_run_stores_every_metric_of_its_benchmark(comparison):
+    run = _run(comparison, "sync-rcu-latency")
+    assert (run.state, run.result, run.error_code) == (State.DONE, "ok", ""), run.error_message
+    got = {m.metric: m for m in run.measurements.all()}
+    assert set(got) == {"writer_duration", "test_duration", "gps", "batches"}
+    assert len(got["writer_duration"].samples) == got["gps"].samples[0]
+    assert got["writer_duration"].unit == "ms"
+    assert "rcu-scale: writer 0 gps:" in run.console_log
+    assert run.wall_seconds is not None
+    assert run.wall_seconds > 0
+
+
+def test_a_panicking_kernel_is_recorded_as_panic_with_its_console_and_no_data(comparison):
+    run = _run(comparison, "sync-rcu-latency", "rdinit=/nonexistent init=/nonexistent")
+    assert (run.result, run.error_code) == ("failed", "panic")
+    assert run.error_message.startswith("Kernel panic - not syncing")
+    assert "Kernel panic" in run.console_log
+    assert not Measurement.objects.filter(run=run).exists()
+
+
+def test_output_the_parser_rejects_is_parse_failed_not_data(comparison):
+    # Every grace period expedited: rcuscale itself says there is nothing normal to measure.
+    run = _run(comparison, "sync-rcu-latency", "rcupdate.rcu_expedited=1")
+    assert (run.result, run.error_code) == ("failed", "parse-failed"), run.error_message
+    assert "All grace periods expedited" in run.error_message
+    assert not Measurement.objects.filter(run=run).exists()
+
+
+def test_a_side_without_a_kernel_is_incomplete_infra_error(comparison):
+    run = RunFactory.create(comparison=comparison, benchmark="boot-time", side="B")
+    services.run_benchmark(run.pk)
+    run.refresh_from_db()
+    assert (run.result, run.error_code) == ("incomplete", "infra-error")
+    assert run.error_message == "side B has no kernel"

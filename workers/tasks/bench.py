@@ -1,0 +1,28 @@
+"""Benchmark tasks: sent to the run's target queue (bench.<target>), thin wrappers."""
+
+from typing import Any
+
+from celery.signals import worker_ready
+
+from workers.celery_app import app
+
+
+@app.task(name="rcubench.bench.run_benchmark")
+def run_benchmark(run_id: int) -> None:
+    from webapp.comparisons.services import run_benchmark as run
+
+    run(run_id)
+
+
+@worker_ready.connect
+def destroy_leftover_domains(sender: Any = None, **_: Any) -> None:
+    """A worker killed mid-run leaves its VM running: destroy those of the targets this
+    worker serves when it starts again (the reaper has ended their runs as lost)."""
+    from django.conf import settings
+
+    from workers.vm.runner import destroy_leftovers
+
+    queues = [q.name for q in sender.app.amqp.queues.consume_from.values()] if sender else []
+    for queue in queues:
+        if queue.startswith("bench."):
+            destroy_leftovers(settings.LIBVIRT_URI, f"rcubench-{queue.removeprefix('bench.')}-")

@@ -1,0 +1,73 @@
+"""libvirt domain XML for one benchmark boot: direct kernel boot, console to a file."""
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+_EMULATOR = {"x86_64": "/usr/bin/qemu-system-x86_64", "ppc64le": "/usr/bin/qemu-system-ppc64"}
+_CONSOLE = {"x86_64": "ttyS0", "ppc64le": "hvc0"}
+_PREFIX = "rcubench-"
+
+
+@dataclass(frozen=True)
+class VMSpec:
+    name: str  # unique; starts with "rcubench-" so leftovers can be found and destroyed
+    arch: str  # x86_64 | ppc64le
+    machine: str  # pc | pseries
+    kernel: Path
+    initrd: Path
+    cmdline: str  # the benchmark's and the side's parameters; console= and panic= are added
+    sockets: int
+    cores: int
+    threads: int
+    memory_mb: int
+    console_log: Path
+    kvm: bool = False  # TCG unless /dev/kvm is usable for stock kernels
+
+    @property
+    def cpus(self) -> int:
+        return self.sockets * self.cores * self.threads
+
+    @property
+    def full_cmdline(self) -> str:
+        # panic=-1: reboot at once on panic, and on_reboot=destroy ends the domain.
+        return f"console={_CONSOLE[self.arch]} panic=-1 {self.cmdline}".strip()
+
+
+def is_rcubench_domain(name: str) -> bool:
+    return name.startswith(_PREFIX)
+
+
+def domain_xml(spec: VMSpec) -> str:
+    if not is_rcubench_domain(spec.name):
+        raise ValueError(f"domain name {spec.name!r} must start with {_PREFIX!r}")
+    dom = ET.Element("domain", type="kvm" if spec.kvm else "qemu")
+    ET.SubElement(dom, "name").text = spec.name
+    ET.SubElement(dom, "memory", unit="MiB").text = str(spec.memory_mb)
+    ET.SubElement(dom, "vcpu").text = str(spec.cpus)
+    os_ = ET.SubElement(dom, "os")
+    ET.SubElement(os_, "type", arch=spec.arch, machine=spec.machine).text = "hvm"
+    ET.SubElement(os_, "kernel").text = str(spec.kernel)
+    ET.SubElement(os_, "initrd").text = str(spec.initrd)
+    ET.SubElement(os_, "cmdline").text = spec.full_cmdline
+    features = ET.SubElement(dom, "features")
+    if spec.arch == "x86_64":
+        ET.SubElement(features, "acpi")  # without it the guest cannot power itself off
+    cpu = ET.SubElement(dom, "cpu")
+    ET.SubElement(
+        cpu, "topology", sockets=str(spec.sockets), dies="1", cores=str(spec.cores),
+        threads=str(spec.threads),
+    )  # fmt: skip
+    ET.SubElement(dom, "clock", offset="utc")
+    for event in ("on_poweroff", "on_reboot", "on_crash"):
+        ET.SubElement(dom, event).text = "destroy"
+    devices = ET.SubElement(dom, "devices")
+    ET.SubElement(devices, "emulator").text = _EMULATOR[spec.arch]
+    serial = ET.SubElement(devices, "serial", type="file")
+    ET.SubElement(serial, "source", path=str(spec.console_log), append="off")
+    if spec.arch == "ppc64le":
+        ET.SubElement(serial, "address", type="spapr-vio")
+    ET.SubElement(devices, "memballoon", model="none")
+    if spec.arch == "ppc64le":
+        ET.SubElement(devices, "controller", type="usb", model="none")
+    return ET.tostring(dom, encoding="unicode")

@@ -1,0 +1,114 @@
+"""Real boots of the session's kernels under libvirt (TCG here), one VM per test."""
+
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks.registry import get
+from benchmarks.spec import RCUSCALE_IDLE, RunContext
+from workers.vm.domain import VMSpec
+from workers.vm.runner import run_vm
+
+from .conftest import URI
+
+X86 = {"machine": "pc", "sockets": 1, "cores": 2, "threads": 2, "memory_mb": 512}
+PPC = {"machine": "pseries", "sockets": 1, "cores": 4, "threads": 1, "memory_mb": 1024}
+
+
+def _spec(kernel, initrd: Path, tmp_path: Path, cmdline: str, arch: str = "x86_64") -> VMSpec:
+    topo = X86 if arch == "x86_64" else PPC
+    return VMSpec(
+        name=f"rcubench-test-{tmp_path.name[-20:]}",
+        arch=arch,
+        kernel=kernel.image,
+        initrd=initrd,
+        cmdline=cmdline,
+        console_log=tmp_path / "console.log",
+        **topo,  # type: ignore[arg-type]
+    )
+
+
+def _run(spec: VMSpec, boot: float = 120, run: float = 120):
+    return run_vm(URI, spec, boot_timeout=boot, run_timeout=run)
+
+
+@pytest.mark.parametrize("bench", ["sync-rcu-latency", "smt-toggle", "boot-time"])
+def test_each_benchmark_boots_on_x86_64_and_gives_metrics(bench, x86_kernel, initramfs, tmp_path):
+    b = get(bench)
+    out = _run(_spec(x86_kernel, initramfs["x86_64"], tmp_path, b.spec.cmdline))
+    assert out.outcome == "ok", f"{out.reason}\n{out.console[-3000:]}"
+    parsed = b.parse(out.console, RunContext(out.wall_seconds, out.ready_seconds))
+    assert set(parsed) == {m.name for m in b.spec.metrics}
+    assert all(len(v) >= 1 for v in parsed.values())
+    assert not any(v < 0 for values in parsed.values() for v in values)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bench", ["sync-rcu-latency"])
+def test_sync_rcu_latency_boots_on_ppc64le_pseries(bench, ppc64le_kernel, initramfs, tmp_path):
+    b = get(bench)
+    spec = _spec(ppc64le_kernel, initramfs["ppc64le"], tmp_path, b.spec.cmdline, "ppc64le")
+    out = _run(spec, boot=180)
+    assert out.outcome == "ok", f"{out.reason}\n{out.console[-3000:]}"
+    parsed = b.parse(out.console, RunContext(out.wall_seconds, out.ready_seconds))
+    assert len(parsed["writer_duration"]) == parsed["gps"][0] > 50
+
+
+def test_a_kernel_that_panics_gives_panic_with_the_message(x86_kernel, initramfs, tmp_path):
+    # No init where the kernel looks for one: "Kernel panic - not syncing: No working init".
+    out = _run(
+        _spec(x86_kernel, initramfs["x86_64"], tmp_path, "rdinit=/nonexistent init=/nonexistent")
+    )
+    assert out.outcome == "panic", out.console[-2000:]
+    assert out.reason.startswith("Kernel panic - not syncing")
+    assert "Kernel panic" in out.console
+
+
+def test_a_guest_that_never_finishes_times_out_within_the_limit(x86_kernel, initramfs, tmp_path):
+    # No benchmark, rcuscale idle: init waits forever.
+    started = time.monotonic()
+    out = _run(_spec(x86_kernel, initramfs["x86_64"], tmp_path, RCUSCALE_IDLE), boot=60, run=5)
+    assert out.outcome == "timeout", out.reason
+    assert out.wall_seconds < 60 + 5 + 5
+    assert time.monotonic() - started < 60 + 5 + 15
+    assert "RCUBENCH-READY" in out.console  # the console is kept
+
+
+def test_an_image_that_is_not_a_kernel_fails_to_boot(initramfs, kernel_data_dir, tmp_path):
+    broken = kernel_data_dir / "not-a-kernel"  # readable by QEMU's user, unlike tmp_path
+    broken.write_bytes(b"\0" * 4096)
+    broken.chmod(0o644)
+
+    class NotAKernel:
+        image = broken
+
+    out = _run(_spec(NotAKernel, initramfs["x86_64"], tmp_path, ""), boot=20, run=5)
+    assert out.outcome in ("boot-failed", "infra-error"), out
+    assert "Permission denied" not in out.reason
+    assert out.reason
+
+
+def test_leftovers_of_a_killed_worker_are_destroyed_and_only_its_targets(
+    x86_kernel, initramfs, tmp_path
+):
+    import libvirt
+
+    from workers.vm.domain import domain_xml
+    from workers.vm.runner import destroy_leftovers
+
+    conn = libvirt.open(URI)
+    try:
+        mine = _spec(x86_kernel, initramfs["x86_64"], tmp_path, RCUSCALE_IDLE)
+        mine = VMSpec(**{**mine.__dict__, "name": "rcubench-qemu-x86_64-run1-left"})
+        other = VMSpec(**{**mine.__dict__, "name": "rcubench-qemu-ppc64le-run2-left",
+                          "console_log": tmp_path / "other.log"})  # fmt: skip
+        for spec in (mine, other):
+            conn.createXML(domain_xml(spec), 0)
+        assert destroy_leftovers(URI, "rcubench-qemu-x86_64-") == [mine.name]
+        running = [d.name() for d in conn.listAllDomains()]
+        assert mine.name not in running
+        assert other.name in running
+    finally:
+        assert destroy_leftovers(URI, "rcubench-qemu-ppc64le-") == [other.name]
+        conn.close()
