@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 from benchmarks.boot_time import parser as boot_time_parser
 from benchmarks.boot_time.spec import SPEC as BOOT_TIME
+from benchmarks.bpf_slab import parser as bpf_slab_parser
+from benchmarks.bpf_slab.spec import SPEC as BPF_SLAB
 from benchmarks.smt_toggle import parser as smt_toggle_parser
 from benchmarks.smt_toggle.spec import SPEC as SMT_TOGGLE
 from benchmarks.spec import BenchmarkSpec, Parsed, RunContext
@@ -26,6 +28,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         Benchmark(SYNC_RCU_EXP, sync_rcu_parser.parse),
         Benchmark(SMT_TOGGLE, smt_toggle_parser.parse),
         Benchmark(BOOT_TIME, boot_time_parser.parse),
+        Benchmark(BPF_SLAB, bpf_slab_parser.parse),
     )
 }
 

@@ -23,8 +23,8 @@ from workers.vm.domain import VMSpec
 from workers.vm.runner import OK, new_domain_name, run_vm
 
 PER_ARCH = {
-    "x86_64": ["sync-rcu-latency", "smt-toggle", "boot-time"],
-    "ppc64le": ["sync-rcu-latency", "boot-time"],
+    "x86_64": ["sync-rcu-latency", "smt-toggle", "boot-time", "bpf-slab"],
+    "ppc64le": ["sync-rcu-latency", "boot-time", "bpf-slab"],
 }
 
 

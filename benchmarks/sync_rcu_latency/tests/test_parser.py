@@ -9,7 +9,7 @@ from benchmarks.spec import ParseError
 from benchmarks.sync_rcu_latency.parser import params, parse
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
-PPC = (FIXTURES / "ppc64le-pseries-tcg.log").read_text(errors="replace")
+PPC = (FIXTURES / "ppc64le-pseries-tcg-qemu.log").read_text(errors="replace")
 
 
 def test_every_writer_duration_of_a_real_ppc64le_boot_is_kept_in_ms():
@@ -62,3 +62,21 @@ def test_rcuscales_own_complaint_voids_the_run():
                 complaint + "\n[    2.143812] rcu-scale: writer 0 gps",
             )
         )
+
+
+@pytest.mark.parametrize(
+    "name", ["x86_64-pc-tcg", "ppc64le-pseries-tcg", "x86_64-pc-tcg-exp", "ppc64le-pseries-tcg-exp"]
+)
+def test_consoles_captured_through_the_runner_parse_whole(name):
+    console = (FIXTURES / f"{name}.log").read_text(errors="replace")
+    parsed = parse(console)
+    assert len(parsed["writer_duration"]) == parsed["gps"][0] == 101
+    assert params(console)["gp_exp"] == ("1" if name.endswith("-exp") else "0")
+
+
+def test_expedited_grace_periods_are_faster_than_normal_ones_on_the_same_kernel():
+    normal = parse((FIXTURES / "x86_64-pc-tcg.log").read_text())
+    expedited = parse((FIXTURES / "x86_64-pc-tcg-exp.log").read_text())
+    assert statistics.median(expedited["writer_duration"]) < statistics.median(
+        normal["writer_duration"]
+    )

@@ -1,0 +1,42 @@
+"""smt-toggle's parser on a real x86_64 console, and on the same console cut or garbled."""
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.smt_toggle.parser import parse
+from benchmarks.spec import ParseError
+
+CONSOLE = (Path(__file__).parents[1] / "fixtures" / "x86_64-pc-tcg.log").read_text()
+
+
+def test_every_toggle_of_a_real_boot_is_kept():
+    parsed = parse(CONSOLE)
+    assert len(parsed["off_ms"]) == len(parsed["on_ms"]) == 10
+    assert all(0 < v < 10_000 for v in parsed["off_ms"] + parsed["on_ms"])
+
+
+def test_a_console_cut_before_the_end_line_is_an_error():
+    with pytest.raises(ParseError, match="no RCUBENCH-END line for smt-toggle"):
+        parse(CONSOLE[: CONSOLE.index("RCUBENCH-END")])
+
+
+def test_a_lost_record_line_is_an_error():
+    lost = "\n".join(ln for ln in CONSOLE.splitlines() if "RCUBENCH-RECORD on_ms" not in ln)
+    with pytest.raises(ParseError, match="END says 2 records, the console has 1"):
+        parse(lost)
+
+
+def test_a_garbled_value_is_an_error():
+    line = next(ln for ln in CONSOLE.splitlines() if "RCUBENCH-RECORD off_ms" in ln)
+    with pytest.raises(ParseError, match="not a number"):
+        parse(CONSOLE.replace(line, line.replace(".", "x", 1)))
+
+
+def test_a_guest_without_smt_is_an_error_with_the_guests_reason():
+    # ppc64le pseries under TCG: QEMU 7.2 gives no SMT threads.
+    ppc = (Path(__file__).parents[1] / "fixtures" / "ppc64le-pseries-tcg.log").read_text()
+    with pytest.raises(
+        ParseError, match=r"failed in the guest \(exit-3\): SMT control is 'notsupported'"
+    ):
+        parse(ppc)
