@@ -6,8 +6,13 @@ finished step ended, with an error code naming the failure. They are separate fi
 only a done step has a result.
 """
 
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 
 class State(models.TextChoices):
@@ -63,3 +68,37 @@ class TrackedStep(models.Model):
 
     class Meta:
         abstract = True
+
+
+def end_silent_steps(
+    model: type[TrackedStep], *, now: datetime, stale_seconds: int, result: str, error_code: str
+) -> int:
+    """End running steps of `model` whose worker went silent (no heartbeat for
+    `stale_seconds`: worker killed, host gone); return how many. One conditional UPDATE, so
+    a step that finishes meanwhile is not touched."""
+    cutoff = now - timedelta(seconds=stale_seconds)
+    silent = Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
+    return model._default_manager.filter(silent, state=State.RUNNING).update(
+        state=State.DONE,
+        result=result,
+        error_code=error_code,
+        error_message=(
+            f"no heartbeat for more than {stale_seconds} s; "
+            "presumed lost (worker killed or host down)"
+        ),
+        finished_at=now,
+    )
+
+
+def heartbeat(model: type[TrackedStep], pk: int, every: float = 15.0) -> Callable[..., None]:
+    """A callback for long work: each call writes the step's heartbeat, at most every
+    `every` seconds, so the reaper knows the worker is alive."""
+    last = time.monotonic()
+
+    def beat(*_: object) -> None:
+        nonlocal last
+        if time.monotonic() - last >= every:
+            model._default_manager.filter(pk=pk).update(heartbeat_at=timezone.now())
+            last = time.monotonic()
+
+    return beat

@@ -16,6 +16,7 @@ from webapp.states import (
 )
 from webapp.trees.models import Build, Revision
 from workers.routing import bench_queue
+from workers.vm import runner
 
 
 class Target(models.Model):
@@ -147,11 +148,12 @@ class Run(TrackedStep):
         B = "B"
 
     class Error(models.TextChoices):
+        # The VM runner's outcomes (workers/vm/runner.py), then the run service's own.
         NONE = "", "(none)"
-        BOOT_FAILED = "boot-failed"
-        PANIC = "panic"
-        TIMEOUT = "timeout"
-        INFRA = "infra-error"
+        BOOT_FAILED = runner.BOOT_FAILED
+        PANIC = runner.PANIC
+        TIMEOUT = runner.TIMEOUT
+        INFRA = runner.INFRA
         PARSE_FAILED = "parse-failed"
         LOST = "lost"
         CANCELLED = "cancelled"

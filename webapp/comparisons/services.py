@@ -2,38 +2,25 @@
 
 import json
 import socket
-import time
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from webapp.comparisons.models import Measurement, Run
-from webapp.states import Result, State
+from webapp.states import Result, State, end_silent_steps, heartbeat
 
 
 def reap_stale_runs(now: datetime | None = None) -> int:
-    """Mark running runs whose worker went silent as incomplete ("lost"); return how many.
-
-    A run's worker beats its heartbeat while it works; a run that has not beaten for
-    RCUBENCH_RUN_STALE_SECONDS (worker killed, host gone) is ended here so it is never
-    counted as data. One conditional UPDATE: a run that finishes meanwhile is not touched.
-    """
-    now = now or timezone.now()
-    cutoff = now - timedelta(seconds=settings.RCUBENCH_RUN_STALE_SECONDS)
-    silent = Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
-    return Run.objects.filter(silent, state=State.RUNNING).update(
-        state=State.DONE,
+    """Mark running runs whose worker went silent as incomplete ("lost"), never as data."""
+    return end_silent_steps(
+        Run,
+        now=now or timezone.now(),
+        stale_seconds=settings.RCUBENCH_RUN_STALE_SECONDS,
         result=Result.INCOMPLETE,
         error_code=Run.Error.LOST,
-        error_message=(
-            f"no heartbeat for more than {settings.RCUBENCH_RUN_STALE_SECONDS} s; "
-            "presumed lost (worker killed or host down)"
-        ),
-        finished_at=now,
     )
 
 
@@ -81,20 +68,12 @@ def run_benchmark(run_id: int) -> Run | None:
         console_log=data / "runs" / str(run.pk) / "console.log",
         kvm=settings.RCUBENCH_VM_KVM,
     )
-    last_beat = time.monotonic()
-
-    def beat() -> None:
-        nonlocal last_beat
-        if time.monotonic() - last_beat >= 15:
-            Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
-            last_beat = time.monotonic()
-
     out = runner.run_vm(
         settings.LIBVIRT_URI,
         spec,
         boot_timeout=settings.RCUBENCH_BOOT_TIMEOUT_SECONDS,
         run_timeout=settings.RCUBENCH_BENCH_TIMEOUT_SECONDS,
-        on_poll=beat,
+        on_poll=heartbeat(Run, run.pk),
     )
     run.console_log, run.wall_seconds, run.ready_seconds = (
         out.console,

@@ -1,23 +1,20 @@
 """Services over trees, revisions and builds (called by tasks, views and commands)."""
 
 import socket
-import time
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from webapp.states import Result, State
+from webapp.states import Result, State, end_silent_steps, heartbeat
 from webapp.trees.models import Build, Revision
 from workers.build import builder, kconfig
 from workers.build.arch import profile
 
 GiB = 2**30
-HEARTBEAT_EVERY = 15.0  # seconds between heartbeat writes while a build runs
 LOG_LIMIT = 256 * 1024  # the tail of the build log kept in the row; the whole log is stored
 
 
@@ -71,14 +68,6 @@ def run_build(build_id: int) -> Build | None:
         return None
     build = Build.objects.select_related("revision__tree", "revision__series").get(pk=build_id)
     revision = build.revision
-    last_beat = time.monotonic()
-
-    def beat(_phase: str) -> None:
-        nonlocal last_beat
-        if time.monotonic() - last_beat >= HEARTBEAT_EVERY:
-            Build.objects.filter(pk=build_id).update(heartbeat_at=timezone.now())
-            last_beat = time.monotonic()
-
     request = builder.BuildRequest(
         tree_url=revision.tree.url,
         ref=revision.ref,
@@ -89,7 +78,7 @@ def run_build(build_id: int) -> Build | None:
         allow_local=True,  # trees are registered by operators; their URLs were validated
     )
     try:
-        outcome = builder.build(request, build_settings(), progress=beat)
+        outcome = builder.build(request, build_settings(), progress=heartbeat(Build, build_id))
     except builder.BuildError as exc:
         _finish(build, Result.FAILED, error_code=exc.code, error_message=exc.message, log=exc.log)
         return build
@@ -130,17 +119,11 @@ def _tail(path: Path) -> str:
 
 
 def reap_stale_builds(now: datetime | None = None) -> int:
-    """End running builds whose worker went silent, as the run reaper does for runs."""
-    now = now or timezone.now()
-    cutoff = now - timedelta(seconds=settings.RCUBENCH_RUN_STALE_SECONDS)
-    silent = Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
-    return Build.objects.filter(silent, state=State.RUNNING).update(
-        state=State.DONE,
+    """End running builds whose worker went silent as failed (infra-error)."""
+    return end_silent_steps(
+        Build,
+        now=now or timezone.now(),
+        stale_seconds=settings.RCUBENCH_RUN_STALE_SECONDS,
         result=Result.FAILED,
         error_code=Build.Error.INFRA,
-        error_message=(
-            f"no heartbeat for more than {settings.RCUBENCH_RUN_STALE_SECONDS} s; "
-            "presumed lost (worker killed or host down)"
-        ),
-        finished_at=now,
     )
