@@ -81,17 +81,19 @@ class RunAdmin(admin.ModelAdmin):
     list_display = [
         "id",
         "comparison",
+        "benchmark",
         "side",
         "index",
         "order",
         "state",
         "result",
         "error_code",
+        "wall_seconds",
         "host",
         "heartbeat_at",
     ]
-    list_filter = ["state", "result", "error_code", "side"]
-    search_fields = ["host", "comparison__id"]
+    list_filter = ["state", "result", "error_code", "side", "benchmark"]
+    search_fields = ["host", "comparison__id", "benchmark", "error_message"]
     raw_id_fields = ["comparison", "retry_of"]
     readonly_fields = ["created_at", "started_at", "finished_at", "heartbeat_at"]
     inlines = [MeasurementInline]
