@@ -327,6 +327,7 @@ def _compile(
         raise BuildError(INFRA, f"cannot prepare the build sandbox: {exc}") from exc
     log_path = slot_dir / "build.log"
     deadline = time.monotonic() + settings.timeout
+    phase = "config"
     with open(log_path, "w") as log:
         log.write(f"# rcubench build of {sha} for {arch.name}\n")
 
@@ -334,14 +335,18 @@ def _compile(
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise StepTimeout(f"no time left of the {settings.timeout:.0f} s limit")
+            # Every output line reports progress: a cold make runs for minutes, and the
+            # caller's heartbeat must keep beating through it.
             return run_logged(
-                sandbox.command(argv, cwd=obj), log=log, timeout=remaining, shown=argv
-            )
+                sandbox.command(argv, cwd=obj), log=log, timeout=remaining, shown=argv,
+                on_line=lambda _line: note(phase),
+            )  # fmt: skip
 
         try:
-            note("config")
+            note(phase)
             kconfig.configure(step, src, obj, arch, merged)
-            note("make")
+            phase = "make"
+            note(phase)
             jobs = settings.jobs or len(os.sched_getaffinity(0))
             make = ["make", "-C", str(src), f"O={obj}", f"ARCH={arch.make_arch}", f"-j{jobs}"]
             if arch.cross_compile:

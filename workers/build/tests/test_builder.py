@@ -62,8 +62,13 @@ def test_a_two_patch_series_is_applied_and_built_incrementally(
     x86_kernel, build_settings, kernel_request
 ):
     mbox = (FIXTURES / "two-patches.mbox").read_bytes()
-    out = build(kernel_request(mbox=mbox), build_settings)
+    phases: list[str] = []
+    out = build(kernel_request(mbox=mbox), build_settings, progress=phases.append)
     assert not out.cached
+    # Progress keeps coming while make runs (each output line), not only at phase starts:
+    # the build task's heartbeat depends on it.
+    assert phases[:3] == ["fetch", "apply", "config"]
+    assert phases.count("make") > 10
     assert out.sha != out.base_sha == x86_kernel.sha
     assert out.series is not None
     assert out.series.method == "git am"
