@@ -163,7 +163,8 @@ def build(
         )
 
     memo_key = _memo_key(base_sha, req) if series else ""
-    known = base_sha if series is None else _remembered(store, memo_key, mirror)
+    memo = _remembered(store, memo_key, mirror) if series else None
+    known = base_sha if series is None else str(memo["sha"]) if memo else ""
     if known and (meta := store.lookup(cache_key(known, arch.name, chash, toolchain))):
         return outcome(known, meta, cached=True)
 
@@ -171,20 +172,17 @@ def build(
     try:
         with store.slot_lock(slot, timeout=settings.lock_timeout):
             slot_dir = store.slot_dir(slot)
-            src = _worktree(mirror, slot_dir / "src", base_sha)
+            # A series applied before is checked out as its remembered commit, not re-applied.
+            src = _worktree(mirror, slot_dir / "src", known or base_sha)
             sha, applied = base_sha, None
             if series is not None:
                 note("apply")
-                sha, applied = _apply(src, series, req, store, memo_key, known)
+                sha, applied = _apply(src, series, req, store, memo_key, memo)
             key = cache_key(sha, arch.name, chash, toolchain)
             with store.key_lock(key, timeout=settings.lock_timeout):
                 if meta := store.lookup(key):  # built by another request while we waited
                     return outcome(sha, meta, cached=True)
-                pruned = store.ensure_free(
-                    settings.min_free_bytes,
-                    max_artifact_bytes=settings.max_artifact_bytes,
-                    max_slots=settings.max_slots,
-                )
+                pruned = store.ensure_free(settings.min_free_bytes)
                 files = _compile(arch, src, slot_dir, sha, merged, settings, note)
                 meta = {
                     "sha": sha,
@@ -246,14 +244,14 @@ def _memo_key(base_sha: str, req: BuildRequest) -> str:
     return hashlib.sha256(f"{base_sha}\n{mbox}\n{req.patch_fallback}".encode()).hexdigest()
 
 
-def _remembered(store: Store, memo_key: str, mirror: Path) -> str:
-    """The sha this series gave on this base before, if its commit is still in the mirror."""
+def _remembered(store: Store, memo_key: str, mirror: Path) -> dict[str, object] | None:
+    """How this series applied on this base before (sha, method, notes), if its commit is
+    still in the mirror."""
     memo = store.series_memo(memo_key)
-    sha = str(memo["sha"]) if memo else ""
-    if not sha:
-        return ""
-    exists = run_git(["cat-file", "-e", f"{sha}^{{commit}}"], git_dir=mirror, check=False)
-    return sha if exists.returncode == 0 else ""
+    if not memo or not memo.get("sha"):
+        return None
+    exists = run_git(["cat-file", "-e", f"{memo['sha']}^{{commit}}"], git_dir=mirror, check=False)
+    return memo if exists.returncode == 0 else None
 
 
 def _worktree(mirror: Path, path: Path, sha: str) -> Path:
@@ -273,16 +271,21 @@ def _worktree(mirror: Path, path: Path, sha: str) -> Path:
 
 
 def _apply(
-    src: Path, series: Series, req: BuildRequest, store: Store, memo_key: str, known: str
+    src: Path,
+    series: Series,
+    req: BuildRequest,
+    store: Store,
+    memo_key: str,
+    memo: dict[str, object] | None,
 ) -> tuple[str, dict[str, object]]:
+    """Apply the series on the worktree, or, with a memo, take the worktree (already at the
+    remembered commit) as it is."""
     info: dict[str, object] = {
         "subjects": [p.subject for p in series.patches],
         "message_ids": [p.message_id for p in series.patches],
     }
-    memo = store.series_memo(memo_key) if known else None
-    if known and memo:
-        run_git(["checkout", "--quiet", "--force", "--detach", known], cwd=src)
-        return known, {**info, "method": memo["method"], "notes": memo["notes"]}
+    if memo:
+        return str(memo["sha"]), {**info, "method": memo["method"], "notes": memo["notes"]}
     try:
         applied = apply_series(src, series, fallback=req.patch_fallback)
     except PatchFailed as exc:

@@ -147,8 +147,9 @@ class Store:
         self.root.mkdir(parents=True, exist_ok=True)
         return shutil.disk_usage(self.root).free
 
-    def ensure_free(self, need: int, *, max_artifact_bytes: int, max_slots: int) -> list[str]:
-        """Raise NoSpace unless `need` bytes are free, pruning (LRU) first if they are not."""
+    def ensure_free(self, need: int) -> list[str]:
+        """Raise NoSpace unless `need` bytes are free; short of that, prune every unlocked
+        artifact and all slots but the most recently used, then check again."""
         if self.free_bytes() >= need:
             return []
         pruned = self.prune(max_artifact_bytes=0, max_slots=1)

@@ -167,11 +167,22 @@ static long slab_kb(void)
 	return kb;
 }
 
+/* One record line: the metric, then one value per step with `decimals` decimals. */
+static void print_record(const char *metric, const double *values, int n, int decimals)
+{
+	int i;
+
+	printf("RCUBENCH-RECORD %s", metric);
+	for (i = 0; i < n; i++)
+		printf(" %.*f", decimals, values[i]);
+	printf("\n");
+}
+
 int main(void)
 {
 	pthread_t threads[2 * MAX_THREADS];
-	double mean[MAX_STEPS], rate[MAX_STEPS], srate[MAX_STEPS];
-	long peak[MAX_STEPS], delays[MAX_STEPS];
+	double mean[MAX_STEPS], rate[MAX_STEPS], srate[MAX_STEPS], peak[MAX_STEPS];
+	double delays[MAX_STEPS];
 	int nsteps = 0, nthreads = 0, i, step, template_fd;
 	long socks, maps, step_ms, sample_ms;
 	char *p, *list;
@@ -247,21 +258,10 @@ int main(void)
 	atomic_store(&stop, 1);
 	for (i = 0; i < nthreads; i++)
 		pthread_join(threads[i], NULL);
-	printf("RCUBENCH-RECORD delay_ms");
-	for (i = 0; i < nsteps; i++)
-		printf(" %ld", delays[i]);
-	printf("\nRCUBENCH-RECORD slab_kb_mean");
-	for (i = 0; i < nsteps; i++)
-		printf(" %.1f", mean[i]);
-	printf("\nRCUBENCH-RECORD slab_kb_peak");
-	for (i = 0; i < nsteps; i++)
-		printf(" %ld", peak[i]);
-	printf("\nRCUBENCH-RECORD update_rate");
-	for (i = 0; i < nsteps; i++)
-		printf(" %.1f", rate[i]);
-	printf("\nRCUBENCH-RECORD socket_rate");
-	for (i = 0; i < nsteps; i++)
-		printf(" %.1f", srate[i]);
-	printf("\n");
+	print_record("delay_ms", delays, nsteps, 0);
+	print_record("slab_kb_mean", mean, nsteps, 1);
+	print_record("slab_kb_peak", peak, nsteps, 0);
+	print_record("update_rate", rate, nsteps, 1);
+	print_record("socket_rate", srate, nsteps, 1);
 	return 0;
 }

@@ -80,8 +80,8 @@ def test_prune_keeps_the_most_recently_used_slots(tmp_path):
 def test_not_enough_disk_is_no_space_naming_what_is_free(tmp_path):
     store = Store(tmp_path)
     with pytest.raises(NoSpace, match=r"GiB free under .*, a build needs .* GiB"):
-        store.ensure_free(1 << 60, max_artifact_bytes=0, max_slots=1)
-    assert store.ensure_free(1, max_artifact_bytes=0, max_slots=1) == []
+        store.ensure_free(1 << 60)
+    assert store.ensure_free(1) == []
 
 
 def test_a_key_lock_waits_for_its_holder_and_times_out(tmp_path):
