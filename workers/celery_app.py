@@ -16,7 +16,13 @@ from django.conf import settings
 from workers.routing import TASK_ROUTES, all_queues
 
 app = Celery(
-    "rcubench", include=["workers.tasks.control", "workers.tasks.build", "workers.tasks.bench"]
+    "rcubench",
+    include=[
+        "workers.tasks.control",
+        "workers.tasks.build",
+        "workers.tasks.bench",
+        "workers.tasks.analysis",
+    ],
 )
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_routes = TASK_ROUTES

@@ -1,0 +1,369 @@
+"""The A/B verdict engine: every metric's battery, multiplicity, sequential looks, verdicts.
+
+Pure: dataclasses and arrays in, dataclasses out, no Django (services.py stores the
+results). The spec is ../shared/STATS.md; in short, per metric and summary statistic:
+  - run-level statistics (one value per run: the value, or per-run p50/mean/p90 of a
+    latency's samples): two-sided Brunner-Munzel with a studentized permutation p (the
+    primary test), Mann-Whitney and Mood's median test alongside, Hodges-Lehmann shift
+    (% from logs, or absolute for memory) with its 95% CI, P(B>A) and Cliff's delta;
+  - tail statistics of latencies (pooled p99 and max): ratio B/A, p from permuting whole
+    runs between sides, CI from a cluster bootstrap;
+  - warnings: drift against run order, ties, multimodality, shape (k-sample
+    Anderson-Darling by permutation), too few samples for p99;
+  - Holm across the benchmarks' primary metrics, Benjamini-Hochberg across the rest;
+  - looks at min_runs, min_runs + step, ... max_runs per side against Lan-DeMets
+    O'Brien-Fleming boundaries; a primary metric that is neither decided nor shown
+    unchanged at a look before the last asks for the runs up to the next look.
+"""
+
+import math
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+from scipy import stats as st
+
+from webapp.analysis import stats as S
+
+MIN_RUNS = 24  # McKenney's rule for unknown distributions; below it the engine refuses
+
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+SMALL = "significant-but-small"
+NO_CHANGE = "no-meaningful-change"
+INCONCLUSIVE = "inconclusive"
+SEVERITY = (REGRESSION, INCONCLUSIVE, SMALL, IMPROVEMENT, NO_CHANGE)  # report order
+
+RUN_LEVEL = ("p50", "mean", "p90")
+TAILS = {"p99": 0.99, "max": 1.0}
+P99_MIN_SAMPLES = 1000  # per side, so that >= 10 samples lie beyond the pooled p99
+
+
+class TooFewRuns(ValueError):
+    """Fewer runs per side than the design's minimum: no verdict is given."""
+
+
+@dataclass(frozen=True)
+class RunSamples:
+    order: int  # position in the comparison's run schedule (drift is checked against it)
+    samples: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class MetricInput:
+    benchmark: str
+    name: str
+    unit: str
+    per_run_samples: bool  # a latency (many samples per run) rather than one value per run
+    lower_is_better: bool
+    primary: bool
+    runs_a: Sequence[RunSamples]
+    runs_b: Sequence[RunSamples]
+    threshold: float | None = None  # practical threshold; None: the design's default %
+    threshold_is_absolute: bool = False  # in the metric's unit (memory), not %
+
+
+@dataclass(frozen=True)
+class Design:
+    alpha: float = 0.05
+    min_runs: int = MIN_RUNS
+    max_runs: int = 96
+    step: int = 24
+    default_threshold_pct: float = 2.0
+    n_perm: int = 9999
+    n_boot: int = 2000
+    n_perm_shape: int = 999
+    seed: int = 0
+    # Tests of the orchestrator may run fewer than 24 runs per side; nothing else may.
+    allow_few_runs: bool = False
+
+    def __post_init__(self) -> None:
+        if self.min_runs < MIN_RUNS and not self.allow_few_runs:
+            raise TooFewRuns(f"min_runs {self.min_runs} is below the floor of {MIN_RUNS} runs")
+        if not 2 <= self.min_runs <= self.max_runs or self.step < 1:
+            raise ValueError(f"bad design: runs {self.min_runs}..{self.max_runs} by {self.step}")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha {self.alpha} is not in (0, 1)")
+
+    @property
+    def looks(self) -> tuple[int, ...]:
+        looks = list(range(self.min_runs, self.max_runs + 1, self.step))
+        if looks[-1] != self.max_runs:
+            looks.append(self.max_runs)
+        return tuple(looks)
+
+    @cached_property
+    def bounds(self) -> tuple[float, ...]:
+        """|z| boundary per look."""
+        return S.obrien_fleming_bounds(tuple(n / self.max_runs for n in self.looks), self.alpha)
+
+    def look_at(self, n: int) -> int:
+        """1-based index of the last look reached with n runs per side."""
+        if n < self.min_runs:
+            raise TooFewRuns(f"{n} runs per side; at least {self.min_runs} are needed")
+        return sum(1 for look in self.looks if look <= n)
+
+    def alpha_at(self, look: int) -> float:
+        return S.z_to_p(self.bounds[look - 1])
+
+
+@dataclass
+class StatResult:
+    benchmark: str
+    metric: str
+    unit: str
+    statistic: str  # value, p50, mean, p90 (run level) or p99, max (tails)
+    is_primary: bool
+    look: int
+    n_a: int
+    n_b: int
+    median_a: float  # of the run-level values (tails: the pooled quantile of each side)
+    median_b: float
+    shift: float  # % when relative, else B - A in the unit
+    ci_low: float
+    ci_high: float
+    relative: bool
+    p_value: float
+    p_mannwhitney: float | None
+    p_median: float | None
+    prob_b_gt_a: float | None
+    cliffs_delta: float | None
+    threshold: float
+    lower_is_better: bool
+    warnings: list[str] = field(default_factory=list)
+    details: dict[str, object] = field(default_factory=dict)
+    p_adjusted: float = math.nan
+    adjustment: str = ""
+    verdict: str = INCONCLUSIVE
+    pending: bool = False  # undecided at a look before the last
+
+    @property
+    def gated_family(self) -> str:
+        return "holm" if self.is_primary else "bh"
+
+
+@dataclass(frozen=True)
+class Analysis:
+    results: list[StatResult]
+    look: int
+    n_per_side: int
+    need_more_runs: int  # per side, before the next look; 0 when done
+    bounds: tuple[float, ...]
+
+    @property
+    def verdict(self) -> str:
+        """The worst verdict among primary statistics."""
+        primaries = [r.verdict for r in self.results if r.is_primary] or [NO_CHANGE]
+        return min(primaries, key=SEVERITY.index)
+
+
+def analyse(metrics: Sequence[MetricInput], design: Design) -> Analysis:
+    """Run the whole battery on every metric and decide the look's verdicts."""
+    if not metrics:
+        raise ValueError("no metrics to analyse")
+    n = min(min(len(m.runs_a), len(m.runs_b)) for m in metrics)
+    look = design.look_at(n)
+    results: list[StatResult] = []
+    for m in metrics:
+        results += metric_results(m, design, look)
+    return conclude(results, design, n)
+
+
+def conclude(results: list[StatResult], design: Design, n: int) -> Analysis:
+    """Adjust the p-values of one look's results, decide each verdict, and say whether
+    the comparison needs more runs."""
+    look = design.look_at(n)
+    adjust(results)
+    alpha = design.alpha_at(look)
+    final = look == len(design.looks)
+    for r in results:
+        decide(r, alpha, final)
+    pending = any(r.pending for r in results if r.is_primary)
+    need = design.looks[look] - n if pending and not final else 0
+    results.sort(key=lambda r: (SEVERITY.index(r.verdict), not r.is_primary, r.benchmark,
+                                r.metric, r.statistic))  # fmt: skip
+    return Analysis(results, look, n, max(need, 0), design.bounds)
+
+
+def run_values(runs: Sequence[RunSamples], statistic: str, what: str) -> np.ndarray:
+    """One value per run: the value itself, or a summary of the run's samples."""
+    out = np.empty(len(runs))
+    for i, run in enumerate(runs):
+        x = S.as_values(run.samples, f"{what} run {run.order}")
+        if statistic == "value":
+            if x.size != 1:
+                raise S.StatsInputError(f"{what} run {run.order}: {x.size} values, expected 1")
+            out[i] = x[0]
+        elif statistic == "p50":
+            out[i] = np.median(x)
+        elif statistic == "mean":
+            out[i] = x.mean()
+        elif statistic == "p90":
+            out[i] = np.quantile(x, 0.9)
+        else:
+            raise ValueError(f"unknown run-level statistic {statistic!r}")
+    return out
+
+
+def metric_results(m: MetricInput, design: Design, look: int) -> list[StatResult]:
+    if len(m.runs_a) < 2 or len(m.runs_b) < 2:
+        raise TooFewRuns(f"{m.benchmark}/{m.name}: fewer than 2 runs on a side")
+    statistics = RUN_LEVEL if m.per_run_samples else ("value",)
+    out = [_run_level(m, s, s == statistics[0] and m.primary, design, look) for s in statistics]
+    if m.per_run_samples:
+        out += [_tail(m, s, q, design, look) for s, q in TAILS.items()]
+    return out
+
+
+def _rng(design: Design, *key: str) -> np.random.Generator:
+    return np.random.default_rng([design.seed, zlib.crc32("/".join(key).encode())])
+
+
+def _threshold(m: MetricInput, design: Design) -> tuple[float, bool]:
+    """(threshold, relative): relative thresholds are %, absolute ones in the unit."""
+    if m.threshold_is_absolute:
+        return float(m.threshold or 0.0), False
+    return (m.threshold if m.threshold is not None else design.default_threshold_pct), True
+
+
+def _run_level(
+    m: MetricInput, statistic: str, primary: bool, design: Design, look: int
+) -> StatResult:
+    what = f"{m.benchmark}/{m.name}"
+    a = run_values(m.runs_a, statistic, f"{what} side A")
+    b = run_values(m.runs_b, statistic, f"{what} side B")
+    rng = _rng(design, m.benchmark, m.name, statistic)
+    threshold, relative = _threshold(m, design)
+    warnings: list[str] = []
+    if relative and ((a <= 0).any() or (b <= 0).any()):
+        relative = False
+        warnings.append("values <= 0: shift is absolute (B - A), not %; threshold applies to it")
+    bm = S.brunner_munzel(a, b, n_perm=design.n_perm, rng=rng)
+    shift = S.hodges_lehmann(a, b, relative=relative)
+    p_shape = S.anderson_darling_p(a, b, n_perm=design.n_perm_shape, rng=rng)
+    spread = _log_sd(a, b) if relative else _sd(a, b)
+    details: dict[str, object] = {
+        "test": "brunner-munzel",
+        "p_method": bm.method,
+        "statistic_w": bm.statistic,
+        "p_anderson_darling": p_shape,
+        "sd_within": spread,
+        "smallest_detectable_shift": _mde(spread, len(a), len(b), design),
+    }
+    warnings += _warnings(m, a, b, bm.p_value, p_shape, design, details)
+    return StatResult(
+        benchmark=m.benchmark, metric=m.name, unit=m.unit, statistic=statistic,
+        is_primary=primary, look=look, n_a=len(a), n_b=len(b),
+        median_a=float(np.median(a)), median_b=float(np.median(b)),
+        shift=shift.estimate, ci_low=shift.low, ci_high=shift.high, relative=shift.relative,
+        p_value=bm.p_value, p_mannwhitney=S.mann_whitney_p(a, b),
+        p_median=S.mood_median_p(a, b), prob_b_gt_a=S.prob_b_greater(a, b),
+        cliffs_delta=S.cliffs_delta(a, b), threshold=threshold,
+        lower_is_better=m.lower_is_better, warnings=warnings, details=details,
+    )  # fmt: skip
+
+
+def _tail(m: MetricInput, statistic: str, q: float, design: Design, look: int) -> StatResult:
+    what = f"{m.benchmark}/{m.name}"
+    ra = [S.as_values(r.samples, f"{what} side A run {r.order}") for r in m.runs_a]
+    rb = [S.as_values(r.samples, f"{what} side B run {r.order}") for r in m.runs_b]
+    rng = _rng(design, m.benchmark, m.name, statistic)
+    t = S.tail_test(ra, rb, q=q, n_perm=design.n_perm, n_boot=design.n_boot, rng=rng)
+    threshold, _ = _threshold(m, design)
+    warnings = []
+    n_a, n_b = sum(r.size for r in ra), sum(r.size for r in rb)
+    if q < 1 and min(n_a, n_b) < P99_MIN_SAMPLES:
+        warnings.append(f"too few samples for p99: {min(n_a, n_b)} on a side, want "
+                        f">= {P99_MIN_SAMPLES} (>= 10 beyond the quantile)")  # fmt: skip
+    return StatResult(
+        benchmark=m.benchmark, metric=m.name, unit=m.unit, statistic=statistic,
+        is_primary=False, look=look, n_a=len(ra), n_b=len(rb),
+        median_a=t.value_a, median_b=t.value_b, shift=_pct(t.ratio), ci_low=_pct(t.ci_low),
+        ci_high=_pct(t.ci_high), relative=True, p_value=t.p_value, p_mannwhitney=None,
+        p_median=None, prob_b_gt_a=None, cliffs_delta=None,
+        threshold=threshold if not m.threshold_is_absolute else design.default_threshold_pct,
+        lower_is_better=m.lower_is_better, warnings=warnings,
+        details={"test": "whole-run permutation of pooled " + statistic, "samples_a": n_a,
+                 "samples_b": n_b, "ratio": t.ratio},
+    )  # fmt: skip
+
+
+def _pct(ratio: float) -> float:
+    return 100 * (ratio - 1)
+
+
+def _log_sd(a: np.ndarray, b: np.ndarray) -> float:
+    return _sd(np.log(a), np.log(b)) * 100  # ~ CV in %
+
+
+def _sd(a: np.ndarray, b: np.ndarray) -> float:
+    """Pooled within-side standard deviation."""
+    ss = ((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()
+    return float(math.sqrt(ss / max(a.size + b.size - 2, 1)))
+
+
+def _mde(sd: float, n_a: int, n_b: int, design: Design) -> float:
+    """Smallest shift found 80% of the time at this N, at the final look's boundary."""
+    return S.smallest_detectable_shift(sd, n_a, n_b, alpha=S.z_to_p(design.bounds[-1]))
+
+
+def _warnings(
+    m: MetricInput, a: np.ndarray, b: np.ndarray, p: float, p_shape: float, design: Design,
+    details: dict[str, object],
+) -> list[str]:  # fmt: skip
+    out = []
+    for side, runs, values in (("A", m.runs_a, a), ("B", m.runs_b, b)):
+        if len(values) >= 3:
+            p_drift = S.drift_p([r.order for r in runs], values)
+            details[f"p_drift_{side.lower()}"] = p_drift
+            if p_drift < 0.01:
+                rho = float(st.spearmanr([r.order for r in runs], values).statistic)
+                out.append(f"drift: side {side} trends with run order "
+                           f"(Spearman rho {rho:+.2f}, p {p_drift:.2g})")  # fmt: skip
+        if len(values) >= 10:
+            bc = S.bimodality_coefficient(values)
+            details[f"bimodality_{side.lower()}"] = bc
+            if bc > 5 / 9:
+                out.append(f"multimodal? side {side} bimodality coefficient {bc:.2f} > 0.555")
+    tied = S.tied_fraction(np.r_[a, b])
+    details["tied_fraction"] = tied
+    if tied > 0.25:
+        out.append(f"ties: {tied:.0%} of run values are tied (midranks used)")
+    if p_shape < 0.01 and p > design.alpha:
+        out.append(f"shape: distributions differ (Anderson-Darling p {p_shape:.2g}) "
+                   "though the location test does not")  # fmt: skip
+    return out
+
+
+def adjust(results: list[StatResult]) -> None:
+    """Holm across primary statistics (one per benchmark), BH across all the others."""
+    for family, fn in (("holm", S.holm), ("bh", S.benjamini_hochberg)):
+        members = [r for r in results if r.gated_family == family]
+        if members:
+            for r, p in zip(members, fn([r.p_value for r in members]), strict=True):
+                r.p_adjusted, r.adjustment = float(p), family
+
+
+def decide(r: StatResult, alpha: float, final: bool) -> None:
+    """The verdict of one statistic at a look whose boundary is `alpha` (nominal p)."""
+    thr = r.threshold
+    worse = r.shift > 0 if r.lower_is_better else r.shift < 0
+    r.details["alpha_look"] = alpha
+    r.pending = False
+    if r.p_adjusted <= alpha:
+        if abs(r.shift) >= thr:
+            r.verdict = REGRESSION if worse else IMPROVEMENT
+        else:
+            r.verdict = SMALL
+    elif -thr < r.ci_low and r.ci_high < thr:
+        r.verdict = NO_CHANGE
+    else:
+        r.verdict = INCONCLUSIVE
+        r.pending = not final
+        mde = r.details.get("smallest_detectable_shift")
+        if isinstance(mde, float):
+            unit = "%" if r.relative else f" {r.unit}"
+            r.warnings.append(f"inconclusive at {r.n_a}+{r.n_b} runs: smallest detectable "
+                              f"shift {mde:.2f}{unit} (80% power)")  # fmt: skip

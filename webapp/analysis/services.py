@@ -1,0 +1,131 @@
+"""Analysis services: read a comparison's measurements, run the engine, store verdicts."""
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+import numpy as np
+from django.db import transaction
+from django.db.models import Q
+
+from benchmarks.registry import get as get_benchmark
+from benchmarks.spec import Better, Kind
+from webapp.analysis import calibration, engine
+from webapp.analysis.models import MetricVerdict
+from webapp.comparisons.models import Comparison, Measurement, Run
+from webapp.states import Result, State
+from webapp.trees.models import Build
+
+
+def counted_runs(comparison: Comparison) -> "Iterable[Run]":
+    """Runs that are data: finished ok. Failed, lost and infrastructure-failed runs never are."""
+    return comparison.runs.filter(state=State.DONE, result=Result.OK)
+
+
+def metric_inputs(comparison: Comparison) -> list[engine.MetricInput]:
+    """The engine's input for every metric of every benchmark of the comparison."""
+    samples: dict[tuple[str, str, str], list[engine.RunSamples]] = defaultdict(list)
+    rows = Measurement.objects.filter(run__in=counted_runs(comparison)).select_related("run")
+    for m in rows.order_by("run__order"):
+        key = (m.benchmark, m.metric, m.run.side)
+        samples[key].append(engine.RunSamples(m.run.order, tuple(m.samples)))
+    inputs = []
+    for name in comparison.benchmarks:
+        spec = get_benchmark(name).spec
+        for metric in spec.metrics:
+            runs_a, runs_b = samples[name, metric.name, "A"], samples[name, metric.name, "B"]
+            if not runs_a and not runs_b:
+                continue
+            inputs.append(
+                engine.MetricInput(
+                    benchmark=name,
+                    name=metric.name,
+                    unit=metric.unit,
+                    per_run_samples=metric.kind is Kind.SAMPLES,
+                    lower_is_better=metric.better is Better.LOWER,
+                    primary=metric.primary,
+                    runs_a=runs_a,
+                    runs_b=runs_b,
+                    threshold=metric.threshold,
+                    threshold_is_absolute=metric.threshold_is_absolute,
+                )
+            )
+    return inputs
+
+
+def design_for(comparison: Comparison, *, allow_few_runs: bool = False) -> engine.Design:
+    return engine.Design(
+        alpha=comparison.alpha, min_runs=comparison.min_runs, max_runs=comparison.max_runs,
+        step=comparison.min_runs, default_threshold_pct=comparison.threshold_pct,
+        seed=comparison.seed % 2**32, allow_few_runs=allow_few_runs,
+    )  # fmt: skip
+
+
+def analyse_comparison(comparison_id: int, *, allow_few_runs: bool = False) -> engine.Analysis:
+    """Analyse the comparison's counted runs and replace its stored verdicts.
+
+    Raises engine.TooFewRuns below the design's minimum (nothing is stored then). The
+    returned Analysis says whether the comparison needs more runs and how many.
+    """
+    comparison = Comparison.objects.get(pk=comparison_id)
+    design = design_for(comparison, allow_few_runs=allow_few_runs)
+    analysis = engine.analyse(metric_inputs(comparison), design)
+    with transaction.atomic():
+        kept = []
+        for r in analysis.results:
+            verdict, _ = MetricVerdict.objects.update_or_create(
+                comparison=comparison, benchmark=r.benchmark, metric=r.metric,
+                statistic=r.statistic, defaults=_fields(r),
+            )  # fmt: skip
+            kept.append(verdict.pk)
+        MetricVerdict.objects.filter(comparison=comparison).exclude(pk__in=kept).delete()
+        Comparison.objects.filter(pk=comparison.pk).update(verdict=analysis.verdict)
+    return analysis
+
+
+def _fields(r: engine.StatResult) -> dict[str, object]:
+    if r.relative:
+        shift, low, high = r.shift, r.ci_low, r.ci_high
+    else:  # absolute (memory): stored as % of A's median too, for one sortable column
+        base = r.median_a or 1.0
+        shift, low, high = (100 * v / base for v in (r.shift, r.ci_low, r.ci_high))
+    return {
+        "is_primary": r.is_primary, "look": r.look, "n_a": r.n_a, "n_b": r.n_b,
+        "median_a": r.median_a, "median_b": r.median_b, "shift_pct": shift,
+        "ci_low_pct": low, "ci_high_pct": high, "p_value": r.p_value,
+        "p_adjusted": r.p_adjusted, "p_mannwhitney": r.p_mannwhitney,
+        "p_median": r.p_median, "prob_b_gt_a": r.prob_b_gt_a,
+        "cliffs_delta": r.cliffs_delta, "verdict": r.verdict, "warnings": r.warnings,
+        "details": {
+            **_jsonable(r.details), "unit": r.unit, "relative": r.relative,
+            "shift": r.shift, "ci": [r.ci_low, r.ci_high], "threshold": r.threshold,
+            "adjustment": r.adjustment, "lower_is_better": r.lower_is_better,
+        },
+    }  # fmt: skip
+
+
+def _jsonable(d: dict[str, object]) -> dict[str, object]:
+    return {k: float(v) if isinstance(v, np.floating) else v for k, v in d.items()}
+
+
+def calibrate_build(
+    build: Build, benchmark: str, metric: str | None = None, *, block: int = 4,
+    splits: int = 1000, seed: int = 0,
+) -> tuple[str, str, calibration.Calibration]:  # fmt: skip
+    """A/A calibration from the stored runs of one build, in the order they finished."""
+    spec = get_benchmark(benchmark).spec
+    chosen = spec.metric(metric) if metric else spec.primary
+    statistic = "p50" if chosen.kind is Kind.SAMPLES else "value"
+    runs = Run.objects.filter(
+        Q(comparison__build_a=build, side=Run.Side.A) | Q(comparison__build_b=build,
+                                                          side=Run.Side.B),
+        benchmark=benchmark, state=State.DONE, result=Result.OK,
+    ).order_by("finished_at", "pk")  # fmt: skip
+    rows = {
+        m.run_id: engine.RunSamples(m.run.order, tuple(m.samples))
+        for m in Measurement.objects.filter(run__in=runs, metric=chosen.name).select_related("run")
+    }
+    ordered = [rows[r.pk] for r in runs if r.pk in rows]
+    values = engine.run_values(ordered, statistic, f"{benchmark}/{chosen.name}")
+    cal = calibration.aa_calibration(values, block=block, splits=splits,
+                                     rng=np.random.default_rng(seed))  # fmt: skip
+    return chosen.name, statistic, cal

@@ -1,0 +1,95 @@
+"""Verdicts stored from real database rows, and the calibrate command."""
+
+import math
+
+import numpy as np
+import pytest
+from django.core.management import CommandError, call_command
+
+from webapp.analysis import engine
+from webapp.analysis.models import MetricVerdict
+from webapp.analysis.services import analyse_comparison
+from webapp.comparisons.models import Comparison
+from webapp.factories import BuildFactory, ComparisonFactory, MeasurementFactory, RunFactory
+
+pytestmark = pytest.mark.django_db
+
+BOOT_METRICS = ("kernel_to_init_ms", "init_to_ready_ms", "host_to_ready_ms", "rcu_expedited",
+                "rcu_normal")  # fmt: skip
+
+
+def _boot_time_runs(comparison, n, shift, rng, *, failed=0):
+    """n ok runs per side in ABBA order, plus `failed` failed runs on side B."""
+    order = 0
+    for i in range(n):
+        for side in "AB" if i % 2 == 0 else "BA":
+            run = RunFactory.create(comparison=comparison, benchmark="boot-time", side=side,
+                                    index=i, order=order, state="done", result="ok")  # fmt: skip
+            order += 1
+            base = 1360.0 * (1 + shift if side == "B" else 1)
+            values = {"kernel_to_init_ms": rng.lognormal(math.log(base), 0.03),
+                      "init_to_ready_ms": rng.lognormal(math.log(40), 0.05),
+                      "host_to_ready_ms": rng.lognormal(math.log(4500), 0.03),
+                      "rcu_expedited": 0.0, "rcu_normal": 0.0}  # fmt: skip
+            for metric, v in values.items():
+                MeasurementFactory.create(run=run, benchmark="boot-time", metric=metric,
+                                          unit="ms", samples=[float(v)])  # fmt: skip
+    for k in range(failed):
+        RunFactory.create(comparison=comparison, benchmark="boot-time", side="B", index=n + k,
+                          order=order + k, state="done", result="failed",
+                          error_code="parse-error")  # fmt: skip
+
+
+def test_analysis_stores_one_verdict_per_statistic_and_is_idempotent():
+    rng = np.random.default_rng(1)
+    comparison = ComparisonFactory.create(benchmarks=["boot-time"])
+    _boot_time_runs(comparison, 24, 0.10, rng, failed=2)
+    analysis = analyse_comparison(comparison.pk)
+    assert analysis.need_more_runs == 0
+    rows = MetricVerdict.objects.filter(comparison=comparison)
+    assert sorted(rows.values_list("metric", flat=True)) == sorted(BOOT_METRICS)
+    primary = rows.get(is_primary=True)
+    assert (primary.metric, primary.statistic, primary.verdict) == (
+        "kernel_to_init_ms",
+        "value",
+        "regression",
+    )
+    assert (primary.n_a, primary.n_b) == (24, 24)  # the failed runs are not data
+    assert primary.ci_low_pct is not None
+    assert primary.ci_high_pct is not None
+    assert primary.ci_low_pct < (primary.shift_pct or 0) < primary.ci_high_pct
+    assert primary.details["adjustment"] == "holm"
+    assert rows.get(metric="rcu_normal").verdict == "no-meaningful-change"  # constant: p 1
+    assert Comparison.objects.get(pk=comparison.pk).verdict == "regression"
+    analyse_comparison(comparison.pk)
+    assert MetricVerdict.objects.filter(comparison=comparison).count() == len(BOOT_METRICS)
+
+
+def test_too_few_runs_stores_nothing():
+    rng = np.random.default_rng(2)
+    comparison = ComparisonFactory.create(benchmarks=["boot-time"])
+    _boot_time_runs(comparison, 23, 0.0, rng)
+    with pytest.raises(engine.TooFewRuns, match="23 runs per side"):
+        analyse_comparison(comparison.pk)
+    assert not MetricVerdict.objects.filter(comparison=comparison).exists()
+
+
+def test_calibrate_command_reports_rates_and_noise_floor(capsys):
+    rng = np.random.default_rng(3)
+    build = BuildFactory.create()
+    comparison = ComparisonFactory.create(benchmarks=["boot-time"], build_a=build, build_b=build)
+    _boot_time_runs(comparison, 24, 0.0, rng)
+    call_command("calibrate", build=build.pk, benchmark="boot-time", splits=200)
+    out = capsys.readouterr().out
+    assert "boot-time/kernel_to_init_ms [value]" in out
+    assert "48 runs, blocks of 4, 200 A/A splits of 24 runs per side" in out
+    assert "false alarms at alpha 0.05" in out
+    assert "run-to-run CV 3." in out  # the 3% the runs were drawn with
+
+
+def test_calibrate_command_names_bad_input():
+    build = BuildFactory.create()
+    with pytest.raises(CommandError, match="no build with id 999999"):
+        call_command("calibrate", build=999999, benchmark="boot-time")
+    with pytest.raises(CommandError, match="0 values, at least 16 needed"):
+        call_command("calibrate", build=build.pk, benchmark="boot-time")
