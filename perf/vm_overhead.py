@@ -21,20 +21,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.registry import get
 from perf._kernels import initramfs, kernel
-from workers.vm.domain import VMSpec
+from workers.vm.domain import EMULATOR, VMSpec
 from workers.vm.runner import OK, new_domain_name, run_vm
 
 URI = "qemu:///system"
 TOPOLOGY = {
     "x86_64": {"machine": "pc", "sockets": 1, "cores": 2, "threads": 2, "memory_mb": 512},
-    "ppc64le": {"machine": "pseries", "sockets": 1, "cores": 4, "threads": 1, "memory_mb": 1024},
+    "ppc64le": {"machine": "pseries", "sockets": 1, "cores": 1, "threads": 8, "memory_mb": 1024},
 }
-QEMU = {"x86_64": "qemu-system-x86_64", "ppc64le": "qemu-system-ppc64"}
 
 
 def bare_cmd(spec: VMSpec) -> list[str]:
     return [
-        QEMU[spec.arch], "-accel", "tcg,thread=multi", "-M", spec.machine,
+        EMULATOR[spec.arch], "-accel", "tcg,thread=multi", "-M", spec.machine,
         "-m", str(spec.memory_mb),
         "-smp", f"{spec.cpus},sockets={spec.sockets},cores={spec.cores},threads={spec.threads}",
         "-nographic", "-no-reboot", "-kernel", str(spec.kernel), "-initrd", str(spec.initrd),

@@ -28,6 +28,8 @@ DEBIAN_PACKAGES=(
   # VMs: QEMU (TCG here, KVM where usable) under libvirt, no systemd needed.
   qemu-system-x86 qemu-system-ppc qemu-utils
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev
+  # A subreaper for libvirtd where PID 1 is not an init (see "libvirtd" below).
+  tini
   # Kernel builds (native x86_64 and ppc64le cross), sandboxed with bubblewrap.
   build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils rsync
   ccache bubblewrap gcc-powerpc64le-linux-gnu
@@ -41,6 +43,7 @@ changed=0
 did() { echo "setup: did $*"; changed=$((changed + 1)); }
 ok() { echo "setup: ok   $*"; }
 die() { echo "setup: error: $*" >&2; exit 1; }
+warn() { echo "setup: warn $*" >&2; }
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=(); else SUDO=(sudo -n); fi
 as_root() { "${SUDO[@]}" "$@"; }
@@ -120,8 +123,29 @@ if [ -c /dev/kvm ] && [ "$(stat -c %G:%a /dev/kvm)" != kvm:660 ]; then
   did "give /dev/kvm to group kvm (0660), as udev would"
 fi
 if ! pgrep -x virtlogd >/dev/null; then as_root virtlogd -d; did "start virtlogd"; fi
+# libvirt daemonizes QEMU, so a QEMU that exits is reparented to the nearest subreaper or
+# to PID 1, which must reap it. systemd does at once. Where PID 1 is something else (this
+# machine's is a VM agent) the dead QEMU stayed a zombie for 1.2-2.0 s, and libvirt, which
+# polls kill(pid, 0) until the process is gone, waited that long on every domain teardown.
+# There libvirtd runs under `tini -s`, a subreaper that reaps at once (teardown measured
+# 0.05-0.23 s).
+libvirtd_parent() { ps -o comm= -p "$(ps -o ppid= -p "$(pgrep -xo libvirtd)" | tr -d ' ')"; }
+if [ "$(cat /proc/1/comm)" != systemd ] && pgrep -x libvirtd >/dev/null \
+    && [ "$(libvirtd_parent)" != tini ]; then
+  if as_root virsh -q -c qemu:///system list --name 2>/dev/null | grep -q .; then
+    warn "libvirtd runs without a subreaper (slow domain teardown); domains are running, left as is"
+  else
+    as_root pkill -x libvirtd
+    for _ in $(seq 20); do pgrep -x libvirtd >/dev/null || break; sleep 0.5; done
+    did "stop libvirtd, to restart it under a subreaper"
+  fi
+fi
 if ! pgrep -x libvirtd >/dev/null; then
-  as_root libvirtd -d
+  if [ "$(cat /proc/1/comm)" = systemd ]; then
+    as_root libvirtd -d
+  else
+    as_root setsid tini -s -- libvirtd </dev/null >>/var/log/libvirt/libvirtd.log 2>&1 &
+  fi
   did "start libvirtd"
 fi
 for _ in $(seq 30); do as_root virsh -q -c qemu:///system list --all >/dev/null 2>&1 && break; sleep 0.5; done
@@ -171,6 +195,59 @@ if [ ! -x "$ppc_busybox" ]; then
 else
   ok "ppc64le busybox $ppc_busybox"
 fi
+
+# --- QEMU for ppc64le from bookworm-backports (unpacked beside, not installed) -----------
+# QEMU 7.2's pseries refuses more than one SMT thread per core under TCG, so smt-toggle
+# cannot run on ppc64le with it; 10.0 boots pseries with threads=8 and the guest toggles
+# SMT (measured). It is unpacked under /opt/rcubench/qemu: the system QEMU 7.2 stays for
+# x86_64 and nothing else on the machine changes. Signed index, exact version. Its module
+# packages come too, and a wrapper points QEMU_MODULE_DIR at them: QEMU also searches the
+# system's module dir, and one module of another build (7.2's) makes it abort, which is
+# what libvirt's capability probe (qom-list-types loads every module) ran into.
+QEMU_PPC_VERSION=1:10.0.2+ds-2+deb13u1~bpo12+1
+QEMU_PPC_PACKAGES=(qemu-system-ppc qemu-system-common qemu-system-data
+  qemu-system-modules-opengl qemu-system-modules-spice)
+qemu_root=/opt/rcubench/qemu/${QEMU_PPC_VERSION//[:~+]/_}
+qemu_wrapper=$qemu_root/qemu-system-ppc64
+if ! "$qemu_wrapper" --version 2>/dev/null | grep -q "version 10.0.2"; then
+  backports=/etc/apt/sources.list.d/rcubench-bookworm-backports.sources
+  if [ ! -f "$backports" ]; then
+    printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" "Suites: bookworm-backports" \
+      "Components: main" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" \
+      | as_root tee "$backports" >/dev/null
+    did "add bookworm-backports (default priority: nothing installed from it)"
+  fi
+  work=$(mktemp -d)
+  fetched=0
+  for _ in 1 2 3; do
+    if (cd "$work" && apt-get download -qq "${QEMU_PPC_PACKAGES[@]/%/=$QEMU_PPC_VERSION}" \
+          >/dev/null 2>&1); then
+      fetched=1; break
+    fi
+    as_root apt-get update -qq >/dev/null 2>&1 || sleep 5
+  done
+  [ "$fetched" = 1 ] || die "cannot download QEMU $QEMU_PPC_VERSION from bookworm-backports" \
+    "(if backports moved on, set QEMU_PPC_VERSION in scripts/setup.sh to its version)"
+  as_root mkdir -p "$qemu_root"
+  for deb in "$work"/*.deb; do as_root dpkg -x "$deb" "$qemu_root"; done
+  rm -rf "$work"
+  missing_libs=$(ldd "$qemu_root/usr/bin/qemu-system-ppc64" | grep "not found" || true)
+  [ -z "$missing_libs" ] || die "QEMU $QEMU_PPC_VERSION lacks libraries: $missing_libs"
+  printf '%s\n' '#!/bin/sh' '# QEMU 10.0 beside the system QEMU 7.2: load only its own modules.' \
+    "QEMU_MODULE_DIR=$qemu_root/usr/lib/x86_64-linux-gnu/qemu exec $qemu_root/usr/bin/qemu-system-ppc64 \"\$@\"" \
+    | as_root tee "$qemu_wrapper" >/dev/null
+  as_root chmod -R a+rX "$qemu_root"
+  as_root chmod 0755 "$qemu_wrapper"
+  as_root ln -sfn "$qemu_root" /opt/rcubench/qemu/current
+  did "unpack QEMU $QEMU_PPC_VERSION (ppc64) into $qemu_root"
+else
+  ok "QEMU ppc64 $QEMU_PPC_VERSION in $qemu_root"
+fi
+if ! as_root virsh -q -c qemu:///system domcapabilities --emulatorbin "$qemu_wrapper" \
+    --arch ppc64le --machine pseries --virttype qemu >/dev/null 2>&1; then
+  die "libvirt cannot use $qemu_wrapper (see /var/log/libvirt/libvirtd.log)"
+fi
+ok "libvirt accepts QEMU $QEMU_PPC_VERSION for pseries"
 
 # --- Python virtualenv -------------------------------------------------------------------
 stamp="$VENV/.rcubench-requirements.sha256"

@@ -3,10 +3,11 @@
 Each write is a CPU-hotplug storm (every sibling thread goes offline or comes back), so it
 is RCU-heavy: the time tracks grace-period latency on the hotplug path. The guest program
 (guest/smt-toggle.c) does K cycles and times each write inside the guest.
-Topology: x86_64 1 socket x 2 cores x 2 threads. ppc64le needs SMT threads, which QEMU 7.2
-pseries refuses under TCG ("TCG cannot support more than 1 thread/core on a pseries
-machine"): on such a target the guest finds SMT control "notsupported" and the run fails
-with that reason; SMT8 needs KVM on POWER or a bare-metal lab machine.
+Topology: x86_64 1 socket x 2 cores x 2 threads (off/on); ppc64le pseries 1 x 1 x 8 (SMT
+8 -> 1 -> 8), which needs QEMU >= 9 under TCG: 7.2 refuses ("TCG cannot support more than
+1 thread/core on a pseries machine"), so ppc64le runs on QEMU 10.0 from bookworm-backports
+(scripts/setup.sh). On a target without SMT the guest finds smt/control "notsupported" and
+the run fails with that reason.
 """
 
 from benchmarks.spec import RCUSCALE_IDLE, BenchmarkSpec, Better, Kind, Metric

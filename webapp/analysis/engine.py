@@ -242,6 +242,10 @@ def _run_level(
         warnings.append("values <= 0: shift is absolute (B - A), not %; threshold applies to it")
     bm = S.brunner_munzel(a, b, n_perm=design.n_perm, rng=rng)
     shift = S.hodges_lehmann(a, b, relative=relative)
+    # The repeated confidence interval of this look (level 1 - the look's nominal alpha):
+    # only it may end a comparison early as "no meaningful change", as an unadjusted 95%
+    # CI looked at four times would claim equivalence too often.
+    repeated = S.hodges_lehmann(a, b, relative=relative, confidence=1 - design.alpha_at(look))
     p_shape = S.anderson_darling_p(a, b, n_perm=design.n_perm_shape, rng=rng)
     spread = _log_sd(a, b) if relative else _sd(a, b)
     details: dict[str, object] = {
@@ -251,6 +255,7 @@ def _run_level(
         "p_anderson_darling": p_shape,
         "sd_within": spread,
         "smallest_detectable_shift": _mde(spread, len(a), len(b), design),
+        "repeated_ci": [repeated.low, repeated.high],
     }
     warnings += _warnings(m, a, b, bm.p_value, p_shape, design, details)
     return StatResult(
@@ -357,7 +362,7 @@ def decide(r: StatResult, alpha: float, final: bool) -> None:
             r.verdict = REGRESSION if worse else IMPROVEMENT
         else:
             r.verdict = SMALL
-    elif -thr < r.ci_low and r.ci_high < thr:
+    elif _within(r.details.get("repeated_ci") if not final else None, r, thr):
         r.verdict = NO_CHANGE
     else:
         r.verdict = INCONCLUSIVE
@@ -367,3 +372,9 @@ def decide(r: StatResult, alpha: float, final: bool) -> None:
             unit = "%" if r.relative else f" {r.unit}"
             r.warnings.append(f"inconclusive at {r.n_a}+{r.n_b} runs: smallest detectable "
                               f"shift {mde:.2f}{unit} (80% power)")  # fmt: skip
+
+
+def _within(repeated: object, r: StatResult, thr: float) -> bool:
+    """Is the interval inside +-thr? At interim looks the repeated CI, else the 95% CI."""
+    low, high = repeated if isinstance(repeated, list) else (r.ci_low, r.ci_high)
+    return bool(-thr < low and high < thr)

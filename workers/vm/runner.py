@@ -34,6 +34,9 @@ FATAL = re.compile(
 )
 INIT_REACHED = re.compile(r"Run /init as init process|RCUBENCH-READY v1")
 READY = re.compile(r"RCUBENCH-READY v1")
+# The kernel's last words on power-off (kernel_power_off): nothing useful follows, so the
+# run ends here and the domain is destroyed without waiting for libvirt to see QEMU stop.
+POWERED_OFF = re.compile(r"reboot: Power down")
 _POLL = 0.05
 _PANIC_GRACE = 2.0  # seconds of console kept after a fatal line (the backtrace)
 
@@ -96,7 +99,7 @@ def _watch(
         time.sleep(_POLL)
         now = time.monotonic()
         console = _read(spec.console_log)
-        active = _active(dom)
+        active = _active(dom) and not POWERED_OFF.search(console)
         if on_poll is not None:
             on_poll()
         if init_at is None and INIT_REACHED.search(console):

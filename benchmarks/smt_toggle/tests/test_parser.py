@@ -1,4 +1,4 @@
-"""smt-toggle's parser on a real x86_64 console, and on the same console cut or garbled."""
+"""smt-toggle's parser on real x86_64 and ppc64le consoles, and on them cut or garbled."""
 
 from pathlib import Path
 
@@ -33,9 +33,17 @@ def test_a_garbled_value_is_an_error():
         parse(CONSOLE.replace(line, line.replace(".", "x", 1)))
 
 
-def test_a_guest_without_smt_is_an_error_with_the_guests_reason():
-    # ppc64le pseries under TCG: QEMU 7.2 gives no SMT threads.
+def test_ppc64le_smt8_toggles_between_8_and_1():
     ppc = (Path(__file__).parents[1] / "fixtures" / "ppc64le-pseries-tcg.log").read_text()
+    parsed = parse(ppc)
+    assert len(parsed["off_ms"]) == len(parsed["on_ms"]) == 10
+    assert parsed["off_ms"][0] == 690.794  # the console's first SMT 8 -> 1 write
+
+
+def test_a_guest_without_smt_is_an_error_with_the_guests_reason():
+    # ppc64le pseries under TCG on QEMU 7.2, which gives no SMT threads.
+    fixture = Path(__file__).parents[1] / "fixtures" / "ppc64le-pseries-tcg-nosmt.log"
+    ppc = fixture.read_text()
     with pytest.raises(
         ParseError, match=r"failed in the guest \(exit-3\): SMT control is 'notsupported'"
     ):

@@ -155,3 +155,14 @@ def test_few_runs_only_with_the_test_override(rng):
     assert design.looks == (4, 8)
     res = E.analyse([_metric(rng, n=4, shift=0.5)], design)
     assert res.look == 1
+
+
+def test_interim_no_change_needs_the_repeated_ci(rng):
+    # CV 2% at 24 runs: the 95% CI (about +-1.1%) sits inside +-2%, the look-1 repeated CI
+    # (level 1 - 8.5e-5, about +-2.3%) does not: keep going. At a last look it is enough.
+    metric = _metric(rng, shift=0.0, cv=0.02)
+    interim = E.analyse([metric], _design()).results[0]
+    assert -2 < interim.ci_low < interim.ci_high < 2
+    assert (interim.verdict, interim.pending) == (E.INCONCLUSIVE, True)
+    final = E.analyse([metric], _design(max_runs=24)).results[0]
+    assert final.verdict == E.NO_CHANGE

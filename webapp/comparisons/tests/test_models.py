@@ -11,7 +11,7 @@ def test_default_targets_are_migrated():
     x86 = Target.objects.get(name="qemu-x86_64")
     ppc = Target.objects.get(name="qemu-ppc64le")
     assert (x86.arch, x86.threads, x86.cpus, x86.queue) == ("x86_64", 2, 4, "bench.qemu-x86_64")
-    assert (ppc.arch, ppc.machine, ppc.threads) == ("ppc64le", "pseries", 1)
+    assert (ppc.arch, ppc.machine, ppc.cpus, ppc.threads) == ("ppc64le", "pseries", 8, 8)
 
 
 def test_run_is_unique_on_comparison_side_index():
