@@ -24,7 +24,7 @@ from workers.vm.runner import OK, new_domain_name, run_vm
 
 PER_ARCH = {
     "x86_64": ["sync-rcu-latency", "smt-toggle", "boot-time", "bpf-slab"],
-    "ppc64le": ["sync-rcu-latency", "boot-time", "bpf-slab"],
+    "ppc64le": ["sync-rcu-latency", "smt-toggle", "boot-time", "bpf-slab"],
 }
 
 

@@ -1,7 +1,9 @@
-"""The layer rule: benchmarks/ and the engine under workers/ never import the web app or Django.
+"""The layer rules: benchmarks/ and the engine under workers/ never import the web app or
+Django; the statistics engine (webapp/analysis stats, engine, calibration) imports neither
+Django nor the models and services.
 
-The contract lives in pyproject.toml ([tool.importlinter]); the second test runs the same
-contract on a tree that breaks it, so this guard is known to fail when it should.
+The contracts live in pyproject.toml ([tool.importlinter]); the second test runs them on a
+tree that breaks each, so these guards are known to fail when they should.
 """
 
 import re
@@ -28,7 +30,7 @@ def _run(cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_project_keeps_the_layer_contract():
     result = _run(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 kept, 0 broken" in result.stdout
+    assert "2 kept, 0 broken" in result.stdout
 
 
 def test_contract_catches_an_engine_module_importing_django(tmp_path):
@@ -45,6 +47,14 @@ def test_contract_catches_an_engine_module_importing_django(tmp_path):
     (tmp_path / "workers" / "vm" / "runner.py").write_text("from django.db import models\n")
     (tmp_path / "benchmarks" / "parser.py").write_text("import webapp.settings\n")
     (tmp_path / "webapp" / "settings.py").write_text("")
+    for package in ("analysis", "comparisons", "trees"):
+        (tmp_path / "webapp" / package).mkdir()
+        (tmp_path / "webapp" / package / "__init__.py").write_text("")
+    for module in ("stats", "calibration", "models", "services"):
+        (tmp_path / "webapp" / "analysis" / f"{module}.py").write_text("")
+    (tmp_path / "webapp" / "analysis" / "engine.py").write_text(
+        "from webapp.analysis import models\n"
+    )
 
     result = _run(tmp_path)
     assert result.returncode != 0
@@ -52,3 +62,4 @@ def test_contract_catches_an_engine_module_importing_django(tmp_path):
     output = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)  # drop colour codes
     assert "workers.vm.runner -> django (l.1)" in output
     assert "benchmarks.parser -> webapp.settings (l.1)" in output
+    assert "webapp.analysis.engine -> webapp.analysis.models (l.1)" in output
