@@ -4,7 +4,8 @@ Both boot the same kernel and initramfs with the same command line (sync-rcu-lat
 rcuscale runs 100 grace periods and powers off), interleaved A B B A ... in one run so
 drift in machine load hits both alike. Wall time per boot, host clock:
     runner  workers.vm.runner.run_vm through libvirt (define, start, watch console, destroy)
-    bare    qemu-system-* -kernel ... -nographic -no-reboot, until QEMU exits
+    bare    qemu-system-* -kernel ... -nographic -no-reboot, until QEMU exits (the same
+            emulator, firmware and machine options as the domain)
 Target (issue 4): median(runner) / median(bare) <= 1.15 per arch.
 Run: .venv/bin/python perf/vm_overhead.py [--boots 10] [--arch x86_64 ppc64le]
 """
@@ -21,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.registry import get
 from perf._kernels import initramfs, kernel
-from workers.vm.domain import EMULATOR, VMSpec
+from workers.vm.domain import EMULATOR, FIRMWARE, MACHINE_ARGS, VMSpec
 from workers.vm.runner import OK, new_domain_name, run_vm
 
 URI = "qemu:///system"
@@ -33,7 +34,9 @@ TOPOLOGY = {
 
 def bare_cmd(spec: VMSpec) -> list[str]:
     return [
-        EMULATOR[spec.arch], "-accel", "tcg,thread=multi", "-M", spec.machine,
+        EMULATOR[spec.arch], "-accel", "tcg,thread=multi",
+        *(["-bios", FIRMWARE[spec.arch]] if spec.arch in FIRMWARE else []),
+        "-M", ",".join([spec.machine, *filter(None, [MACHINE_ARGS.get(spec.arch)])]),
         "-m", str(spec.memory_mb),
         "-smp", f"{spec.cpus},sockets={spec.sockets},cores={spec.cores},threads={spec.threads}",
         "-nographic", "-no-reboot", "-kernel", str(spec.kernel), "-initrd", str(spec.initrd),
