@@ -53,16 +53,17 @@ def _label_matrix(n_a: int, n_b: int, n_perm: int, rng: np.random.Generator) -> 
     return rng.permuted(np.tile(base, (n_perm, 1)), axis=1)
 
 
-def _bm_statistic(labels: Array, h: Array) -> Array:
-    """Brunner-Munzel W for each row of `labels` (1 = side A), from the comparison matrix.
+def _bm_terms(labels: Array, h: Array) -> tuple[Array, Array, Array, Array, float, float]:
+    """Per row of `labels` (1 = side A): the numerator and denominator of Brunner-Munzel's
+    W, each side's placement variance times its size (for the t approximation's degrees
+    of freedom), and the two sizes.
 
-    Ranks are midranks: pooled R_i = 0.5 + sum_j H[i, j]; within-group ranks use only the
-    same group's columns. W > 0 means B tends to be larger. Zero variance (complete
-    separation, or constant groups) gives +-inf when the mean ranks differ and 0 when not.
+    Ranks are midranks from the comparison matrix: pooled R_i = 0.5 + sum_j H[i, j];
+    within-group ranks use only the same group's columns.
     """
     lab = np.atleast_2d(labels)
     n = lab.shape[1]
-    n_a = lab[0].sum()
+    n_a = float(lab[0].sum())
     n_b = n - n_a
     pooled = 0.5 + h.sum(axis=1)  # (n,)
     within_a = 0.5 + lab @ h.T  # rank of i among A's values (meaningful where i is in A)
@@ -72,10 +73,18 @@ def _bm_statistic(labels: Array, h: Array) -> Array:
     mean_b = (rb * pooled).sum(axis=1) / n_b
     dev_a = pooled - within_a - (mean_a - (n_a + 1) / 2)[:, None]
     dev_b = pooled - within_b - (mean_b - (n_b + 1) / 2)[:, None]
-    s_a = (lab * dev_a**2).sum(axis=1) / (n_a - 1)
-    s_b = (rb * dev_b**2).sum(axis=1) / (n_b - 1)
+    va = n_a * (lab * dev_a**2).sum(axis=1) / (n_a - 1)
+    vb = n_b * (rb * dev_b**2).sum(axis=1) / (n_b - 1)
     num = n_a * n_b * (mean_b - mean_a)
-    den = n * np.sqrt(n_a * s_a + n_b * s_b)
+    den = n * np.sqrt(va + vb)
+    return num, den, va, vb, n_a, n_b
+
+
+def _bm_statistic(labels: Array, h: Array) -> Array:
+    """Brunner-Munzel W for each row of `labels`; W > 0 means B tends to be larger. Zero
+    variance (complete separation, or constant groups) gives +-inf when the mean ranks
+    differ and 0 when they do not."""
+    num, den, *_ = _bm_terms(labels, h)
     with np.errstate(divide="ignore", invalid="ignore"):
         w = np.where(den > 0, num / den, np.where(num == 0, 0.0, np.copysign(np.inf, num)))
     return np.asarray(w, dtype=np.float64)
@@ -89,18 +98,12 @@ class PermTest:
 
 
 def _bm_t_pvalue(w: float, labels: Array, h: Array) -> float:
-    """Two-sided p of W from Brunner and Munzel's t approximation."""
+    """Two-sided p of the observed W (the first row of labels) from Brunner and Munzel's t
+    approximation, with Welch-Satterthwaite degrees of freedom."""
     if math.isinf(w):
         return 0.0
-    lab = labels[0]
-    n_a, n_b = lab.sum(), lab.size - lab.sum()
-    pooled = 0.5 + h.sum(axis=1)
-    within_a = 0.5 + h @ lab
-    within_b = pooled - within_a + 0.5
-    a, b = lab == 1, lab == 0
-    s_a = np.var(pooled[a] - within_a[a], ddof=1)
-    s_b = np.var(pooled[b] - within_b[b], ddof=1)
-    va, vb = n_a * s_a, n_b * s_b
+    _, _, va_row, vb_row, n_a, n_b = _bm_terms(np.atleast_2d(labels)[:1], h)
+    va, vb = float(va_row[0]), float(vb_row[0])
     if va + vb == 0:
         return 1.0
     df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
