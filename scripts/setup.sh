@@ -196,58 +196,14 @@ else
   ok "ppc64le busybox $ppc_busybox"
 fi
 
-# --- QEMU for ppc64le from bookworm-backports (unpacked beside, not installed) -----------
-# QEMU 7.2's pseries refuses more than one SMT thread per core under TCG, so smt-toggle
-# cannot run on ppc64le with it; 10.0 boots pseries with threads=8 and the guest toggles
-# SMT (measured). It is unpacked under /opt/rcubench/qemu: the system QEMU 7.2 stays for
-# x86_64 and nothing else on the machine changes. Signed index, exact version. Its module
-# packages come too, and a wrapper points QEMU_MODULE_DIR at them: QEMU also searches the
-# system's module dir, and one module of another build (7.2's) makes it abort, which is
-# what libvirt's capability probe (qom-list-types loads every module) ran into.
-QEMU_PPC_VERSION=1:10.0.2+ds-2+deb13u1~bpo12+1
-QEMU_PPC_PACKAGES=(qemu-system-ppc qemu-system-common qemu-system-data
-  qemu-system-modules-opengl qemu-system-modules-spice)
-qemu_root=/opt/rcubench/qemu/${QEMU_PPC_VERSION//[:~+]/_}
-qemu_wrapper=$qemu_root/qemu-system-ppc64
-if ! "$qemu_wrapper" --version 2>/dev/null | grep -q "version 10.0.2"; then
-  backports=/etc/apt/sources.list.d/rcubench-bookworm-backports.sources
-  if [ ! -f "$backports" ]; then
-    printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" "Suites: bookworm-backports" \
-      "Components: main" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" \
-      | as_root tee "$backports" >/dev/null
-    did "add bookworm-backports (default priority: nothing installed from it)"
-  fi
-  work=$(mktemp -d)
-  fetched=0
-  for _ in 1 2 3; do
-    if (cd "$work" && apt-get download -qq "${QEMU_PPC_PACKAGES[@]/%/=$QEMU_PPC_VERSION}" \
-          >/dev/null 2>&1); then
-      fetched=1; break
-    fi
-    as_root apt-get update -qq >/dev/null 2>&1 || sleep 5
-  done
-  [ "$fetched" = 1 ] || die "cannot download QEMU $QEMU_PPC_VERSION from bookworm-backports" \
-    "(if backports moved on, set QEMU_PPC_VERSION in scripts/setup.sh to its version)"
-  as_root mkdir -p "$qemu_root"
-  for deb in "$work"/*.deb; do as_root dpkg -x "$deb" "$qemu_root"; done
-  rm -rf "$work"
-  missing_libs=$(ldd "$qemu_root/usr/bin/qemu-system-ppc64" | grep "not found" || true)
-  [ -z "$missing_libs" ] || die "QEMU $QEMU_PPC_VERSION lacks libraries: $missing_libs"
-  printf '%s\n' '#!/bin/sh' '# QEMU 10.0 beside the system QEMU 7.2: load only its own modules.' \
-    "QEMU_MODULE_DIR=$qemu_root/usr/lib/x86_64-linux-gnu/qemu exec $qemu_root/usr/bin/qemu-system-ppc64 \"\$@\"" \
-    | as_root tee "$qemu_wrapper" >/dev/null
-  as_root chmod -R a+rX "$qemu_root"
-  as_root chmod 0755 "$qemu_wrapper"
-  as_root ln -sfn "$qemu_root" /opt/rcubench/qemu/current
-  did "unpack QEMU $QEMU_PPC_VERSION (ppc64) into $qemu_root"
-else
-  ok "QEMU ppc64 $QEMU_PPC_VERSION in $qemu_root"
-fi
-if ! as_root virsh -q -c qemu:///system domcapabilities --emulatorbin "$qemu_wrapper" \
-    --arch ppc64le --machine pseries --virttype qemu >/dev/null 2>&1; then
-  die "libvirt cannot use $qemu_wrapper (see /var/log/libvirt/libvirtd.log)"
-fi
-ok "libvirt accepts QEMU $QEMU_PPC_VERSION for pseries"
+# --- QEMU 10.0 for ppc64le (scripts/qemu-ppc64.sh, shared with the Ansible worker role) ---
+qemu_out=$(as_root bash "$ROOT/scripts/qemu-ppc64.sh") || die "QEMU for ppc64le: see above"
+while read -r line; do
+  case "$line" in
+    "qemu-ppc64: did "*) did "${line#qemu-ppc64: did }" ;;
+    *) ok "${line#qemu-ppc64: ok   }" ;;
+  esac
+done <<< "$qemu_out"
 
 # --- Python virtualenv -------------------------------------------------------------------
 stamp="$VENV/.rcubench-requirements.sha256"

@@ -4,12 +4,12 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-# ppc64le runs on QEMU 10.0 from bookworm-backports, unpacked by scripts/setup.sh: QEMU
+# ppc64le runs on QEMU 10.0 from bookworm-backports, unpacked by scripts/qemu-ppc64.sh: QEMU
 # 7.2's pseries refuses SMT threads under TCG. Its firmware is VOF, QEMU's minimal Open
 # Firmware for direct kernel boot (machine property x-vof=on, which libvirt does not
 # model, so it goes on QEMU's command line): SLOF under TCG took 15-26 s before the
 # kernel started, VOF 0.5 s (measured, QEMU 10.0.2).
-_PPC_QEMU = "/opt/rcubench/qemu/current"
+_PPC_QEMU = "/opt/rcubench-qemu/current"
 EMULATOR = {
     "x86_64": "/usr/bin/qemu-system-x86_64",
     "ppc64le": f"{_PPC_QEMU}/qemu-system-ppc64",  # a wrapper: its own modules only
