@@ -47,10 +47,25 @@ def _heaviside_matrix(z: Array) -> Array:
     return (d > 0) + 0.5 * (d == 0)
 
 
+def _observed(n_a: int, n_b: int) -> Array:
+    """The actual labels as one row: 1.0 marks side A (the first n_a values)."""
+    return np.r_[np.ones(n_a), np.zeros(n_b)][None, :]
+
+
 def _label_matrix(n_a: int, n_b: int, n_perm: int, rng: np.random.Generator) -> Array:
     """n_perm random relabellings (rows) of n_a + n_b runs: 1.0 marks side A."""
-    base = np.r_[np.ones(n_a), np.zeros(n_b)]
-    return rng.permuted(np.tile(base, (n_perm, 1)), axis=1)
+    return rng.permuted(np.tile(_observed(n_a, n_b), (n_perm, 1)), axis=1)
+
+
+def _with_relabellings(n_a: int, n_b: int, n_perm: int, rng: np.random.Generator) -> Array:
+    """The observed labels (row 0) followed by n_perm random relabellings."""
+    return np.r_[_observed(n_a, n_b), _label_matrix(n_a, n_b, n_perm, rng)]
+
+
+def _perm_p(stat: Array) -> float:
+    """Permutation p of stat[0] (the observed labels) against stat[1:] (relabellings),
+    larger being more extreme: (1 + #{T* >= T}) / (1 + B)."""
+    return (1 + int((stat[1:] >= stat[0] - 1e-12).sum())) / stat.size
 
 
 def _bm_terms(labels: Array, h: Array) -> tuple[Array, Array, Array, Array, float, float]:
@@ -124,14 +139,14 @@ def brunner_munzel(
     xb = as_values(b, "side B", min_n=2)
     z = np.r_[xa, xb]
     h = _heaviside_matrix(z)
-    observed = np.r_[np.ones(xa.size), np.zeros(xb.size)][None, :]
+    observed = _observed(xa.size, xb.size)
     w = float(_bm_statistic(observed, h)[0])
     if w == 0.0:
         return PermTest(0.0, 1.0, "permutation")
     perm = _bm_statistic(_label_matrix(xa.size, xb.size, n_perm, rng), h)
-    hits = int((np.abs(perm) >= abs(w) - 1e-12).sum())
-    if hits > 0:
-        return PermTest(w, (1 + hits) / (1 + n_perm), "permutation")
+    p_perm = _perm_p(np.abs(np.r_[w, perm]))
+    if p_perm > 1 / (1 + n_perm):  # some relabelling is as extreme: p is resolved
+        return PermTest(w, p_perm, "permutation")
     floor = (2 if xa.size == xb.size else 1) / special.comb(z.size, xa.size)
     p = max(_bm_t_pvalue(w, observed, h), float(floor))
     return PermTest(w, min(p, 1 / (1 + n_perm)), "t-approximation")
@@ -277,16 +292,13 @@ def tail_test(
     sizes = np.array([r.size for r in runs], dtype=np.float64)
     grid = _quantile_grid(np.r_[pooled_a, pooled_b], q, grid_points)
     counts = _count_matrix(runs, grid)
-    labels = _label_matrix(len(ra), len(rb), n_perm, rng)
-    obs = np.r_[np.ones(len(ra)), np.zeros(len(rb))][None, :]
-    all_labels = np.r_[obs, labels]
+    all_labels = _with_relabellings(len(ra), len(rb), n_perm, rng)
     qa = _grid_quantile(all_labels @ counts, all_labels @ sizes, grid, q)
     rest = 1.0 - all_labels
     qb = _grid_quantile(rest @ counts, rest @ sizes, grid, q)
-    stat = np.abs(_safe_log_ratio(qb, qa))
-    hits = int((stat[1:] >= stat[0] - 1e-12).sum())
+    p = _perm_p(np.abs(_safe_log_ratio(qb, qa)))
     lo, hi = _boot_ratio(ra, rb, q, n_boot, confidence, grid_points, rng)
-    return TailTest(q, va, vb, _ratio(vb, va), (1 + hits) / (1 + n_perm), lo, hi)
+    return TailTest(q, va, vb, _ratio(vb, va), p, lo, hi)
 
 
 def _safe_log_ratio(b: Array, a: Array) -> Array:
@@ -324,19 +336,17 @@ def _max_test(
     rng: np.random.Generator,
 ) -> TailTest:  # fmt: skip
     maxima = np.array([r.max() for r in ra + rb])
-    labels = np.r_[np.r_[np.ones(len(ra)), np.zeros(len(rb))][None, :],
-                   _label_matrix(len(ra), len(rb), n_perm, rng)]  # fmt: skip
+    labels = _with_relabellings(len(ra), len(rb), n_perm, rng)
     ma = np.where(labels == 1, maxima, -np.inf).max(axis=1)
     mb = np.where(labels == 0, maxima, -np.inf).max(axis=1)
-    stat = np.abs(_safe_log_ratio(mb, ma))
-    hits = int((stat[1:] >= stat[0] - 1e-12).sum())
+    p = _perm_p(np.abs(_safe_log_ratio(mb, ma)))
     na, nb = len(ra), len(rb)
     ba = maxima[:na][rng.integers(0, na, size=(n_boot, na))].max(axis=1)
     bb = maxima[na:][rng.integers(0, nb, size=(n_boot, nb))].max(axis=1)
     tail = (1 - confidence) / 2
     lo, hi = np.quantile(bb / ba, [tail, 1 - tail])
     va, vb = float(ma[0]), float(mb[0])
-    return TailTest(1.0, va, vb, _ratio(vb, va), (1 + hits) / (1 + n_perm), float(lo), float(hi))
+    return TailTest(1.0, va, vb, _ratio(vb, va), p, float(lo), float(hi))
 
 
 # -- shape and design warnings -----------------------------------------------------------
@@ -372,10 +382,8 @@ def anderson_darling_p(
     _, inverse, ties = np.unique(np.r_[xa, xb], return_inverse=True, return_counts=True)
     if ties.size < 2:
         return 1.0
-    labels = np.r_[np.r_[np.ones(xa.size), np.zeros(xb.size)][None, :],
-                   _label_matrix(xa.size, xb.size, n_perm, rng)]  # fmt: skip
-    stat = _ad_statistic(labels, inverse, ties.astype(np.float64))
-    return (1 + int((stat[1:] >= stat[0] - 1e-12).sum())) / (1 + n_perm)
+    labels = _with_relabellings(xa.size, xb.size, n_perm, rng)
+    return _perm_p(_ad_statistic(labels, inverse, ties.astype(np.float64)))
 
 
 def bimodality_coefficient(x: ArrayLike) -> float:
