@@ -97,9 +97,9 @@ def power_fixed(name: str, i: int) -> list:
     return [bm_rejects(lognormal(rng, 24), lognormal(rng, 24, 0.05), rng)]
 
 
-def _value_metric(rng: np.random.Generator, n: int, shift: float, name: str = "m",
+def _value_metric(a: np.ndarray, b: np.ndarray, name: str = "m",
                   primary: bool = True) -> E.MetricInput:  # fmt: skip
-    a, b = lognormal(rng, n), lognormal(rng, n, shift)
+    """One value per run, A and B interleaved in run order."""
     return E.MetricInput(
         benchmark="sim", name=name, unit="ms", per_run_samples=False, lower_is_better=True,
         primary=primary, runs_a=[E.RunSamples(2 * k, (float(v),)) for k, v in enumerate(a)],
@@ -116,10 +116,7 @@ def sequential(shift: float) -> Callable[[str, int], list]:
         a, b = lognormal(rng, design.max_runs), lognormal(rng, design.max_runs, shift)
         n = design.min_runs
         while True:
-            runs_a = [E.RunSamples(2 * k, (float(v),)) for k, v in enumerate(a[:n])]
-            runs_b = [E.RunSamples(2 * k + 1, (float(v),)) for k, v in enumerate(b[:n])]
-            m = E.MetricInput("sim", "m", "ms", False, True, True, runs_a, runs_b)
-            res = E.analyse([m], design)
+            res = E.analyse([_value_metric(a[:n], b[:n])], design)
             if res.need_more_runs == 0:
                 r = res.results[0]
                 significant = r.verdict in (E.REGRESSION, E.IMPROVEMENT, E.SMALL)
@@ -161,7 +158,8 @@ def twenty_metrics(name: str, i: int) -> list:
     """20 unchanged metrics in one comparison: 1 primary (Holm) + 19 secondary (BH), at
     the default design's first look and, stricter, in a single-look design at alpha .05."""
     rng = _rng(name, i)
-    metrics = [_value_metric(rng, 24, 0.0, f"m{k}", primary=k == 0) for k in range(20)]
+    metrics = [_value_metric(lognormal(rng, 24), lognormal(rng, 24), f"m{k}", primary=k == 0)
+               for k in range(20)]  # fmt: skip
     default = E.Design(seed=i, **SIM_DESIGN)  # type: ignore[arg-type]
     results = [r for m in metrics for r in E.metric_results(m, default, 1)]
     out = []
