@@ -140,3 +140,19 @@ RCUBENCH_BOOT_TIMEOUT_SECONDS = env.int("RCUBENCH_BOOT_TIMEOUT_SECONDS", default
 RCUBENCH_BENCH_TIMEOUT_SECONDS = env.int("RCUBENCH_BENCH_TIMEOUT_SECONDS", default=900)
 # Use KVM instead of TCG: only where /dev/kvm runs stock kernels (not on PVM hosts).
 RCUBENCH_VM_KVM = env.bool("RCUBENCH_VM_KVM", default=False)
+
+# --- comparisons (webapp/comparisons/orchestrator.py) ---
+# Where the web app is reached: report URLs printed by `./manage.py compare` and in mail.
+RCUBENCH_PUBLIC_URL = env.str("RCUBENCH_PUBLIC_URL", default="http://127.0.0.1:8000")
+# Attempts of one run slot: a failed or lost run is replaced by a new Run row until the
+# slot has had this many; then the comparison ends as failed, naming the error.
+RCUBENCH_RUN_ATTEMPTS = env.int("RCUBENCH_RUN_ATTEMPTS", default=3)
+# A queued step whose task was sent this long ago with nothing of its comparison running
+# is sent again (the broker lost it: Redis restarted); duplicates are no-ops by the claim.
+RCUBENCH_REDISPATCH_SECONDS = env.int("RCUBENCH_REDISPATCH_SECONDS", default=120)
+# Seconds between the worker's checks that its run was not cancelled meanwhile.
+RCUBENCH_CANCEL_POLL_SECONDS = env.float("RCUBENCH_CANCEL_POLL_SECONDS", default=1.0)
+# Largest patch series accepted (mbox bytes).
+RCUBENCH_MAX_MBOX_BYTES = env.int("RCUBENCH_MAX_MBOX_BYTES", default=10 * 2**20)
+# TEST ONLY: allow fewer than 24 runs per side (the statistics refuse it otherwise).
+RCUBENCH_ALLOW_FEW_RUNS = env.bool("RCUBENCH_ALLOW_FEW_RUNS", default=False)

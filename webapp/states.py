@@ -65,6 +65,9 @@ class TrackedStep(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    dispatched_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its task was last sent (re-sent if lost)."
+    )
 
     class Meta:
         abstract = True

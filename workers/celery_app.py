@@ -33,6 +33,10 @@ app.conf.beat_schedule = {
         "task": "rcubench.control.reap_stale_runs",
         "schedule": float(settings.RCUBENCH_REAPER_INTERVAL_SECONDS),
     },
+    "kick-comparisons": {
+        "task": "rcubench.control.kick_comparisons",
+        "schedule": float(settings.RCUBENCH_REAPER_INTERVAL_SECONDS),
+    },
     "reap-stale-builds": {
         "task": "rcubench.control.reap_stale_builds",
         "schedule": float(settings.RCUBENCH_REAPER_INTERVAL_SECONDS),

@@ -104,7 +104,15 @@ def _fields(r: engine.StatResult) -> dict[str, object]:
 
 
 def _jsonable(d: dict[str, object]) -> dict[str, object]:
-    return {k: float(v) if isinstance(v, np.floating) else v for k, v in d.items()}
+    """JSON has no inf or NaN (a Brunner-Munzel statistic is inf on complete separation):
+    those are kept as the strings "inf", "-inf", "nan"."""
+
+    def one(v: object) -> object:
+        if isinstance(v, float | np.floating):
+            return float(v) if np.isfinite(v) else str(float(v))
+        return v
+
+    return {k: one(v) for k, v in d.items()}
 
 
 def calibrate_build(

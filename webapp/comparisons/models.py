@@ -107,6 +107,9 @@ class Comparison(models.Model):
         default=2.0, help_text="Smallest change in % that counts as meaningful."
     )
     seed = models.BigIntegerField(default=_new_seed, help_text="Seed of the ABBA run order.")
+    runs_target = models.PositiveSmallIntegerField(
+        default=0, help_text="Runs per side scheduled so far (the next look's size)."
+    )
     state = models.CharField(max_length=16, choices=ComparisonState, default=ComparisonState.QUEUED)
     result = models.CharField(max_length=16, choices=Result, default=Result.NONE, blank=True)
     error_code = models.CharField(max_length=32, blank=True)
@@ -117,6 +120,9 @@ class Comparison(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    dispatched_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its analysis task was last sent."
+    )
 
     class Meta:
         ordering = ["-created_at"]

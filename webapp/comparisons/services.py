@@ -2,6 +2,8 @@
 
 import json
 import socket
+import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -68,13 +70,16 @@ def run_benchmark(run_id: int) -> Run | None:
         console_log=data / "runs" / str(run.pk) / "console.log",
         kvm=settings.RCUBENCH_VM_KVM,
     )
-    out = runner.run_vm(
-        settings.LIBVIRT_URI,
-        spec,
-        boot_timeout=settings.RCUBENCH_BOOT_TIMEOUT_SECONDS,
-        run_timeout=settings.RCUBENCH_BENCH_TIMEOUT_SECONDS,
-        on_poll=heartbeat(Run, run.pk),
-    )
+    try:
+        out = runner.run_vm(
+            settings.LIBVIRT_URI,
+            spec,
+            boot_timeout=settings.RCUBENCH_BOOT_TIMEOUT_SECONDS,
+            run_timeout=settings.RCUBENCH_BENCH_TIMEOUT_SECONDS,
+            on_poll=_while_running(run.pk),
+        )
+    except RunEnded:
+        return None  # cancelled or reaped meanwhile: the VM is destroyed, nothing stored
     run.console_log, run.wall_seconds, run.ready_seconds = (
         out.console,
         out.wall_seconds,
@@ -88,6 +93,8 @@ def run_benchmark(run_id: int) -> Run | None:
     except ParseError as exc:
         return _end_run(run, Result.FAILED, Run.Error.PARSE_FAILED, str(exc))
     with transaction.atomic():
+        if not _end_run(run, Result.OK, "", ""):
+            return None
         Measurement.objects.bulk_create(
             Measurement(
                 run=run,
@@ -98,13 +105,47 @@ def run_benchmark(run_id: int) -> Run | None:
             )
             for metric in bench.spec.metrics
         )
-        _end_run(run, Result.OK, "", "")
     return run
 
 
-def _end_run(run: Run, result: str, error_code: str, message: str) -> Run:
-    run.state, run.result = State.DONE, result
-    run.error_code, run.error_message = error_code, message
-    run.finished_at = timezone.now()
-    run.save()
+class RunEnded(Exception):
+    """The run was ended by someone else (cancelled, or reaped as lost) while it ran."""
+
+
+def _while_running(run_id: int) -> "Callable[[], None]":
+    """The runner's poll callback: heartbeat, and stop (RunEnded) once the run was ended
+    elsewhere, so a cancelled comparison's VM is torn down within a poll interval."""
+    beat = heartbeat(Run, run_id)
+    every = settings.RCUBENCH_CANCEL_POLL_SECONDS
+    last = time.monotonic()
+
+    def poll() -> None:
+        nonlocal last
+        beat()
+        if time.monotonic() - last >= every:
+            last = time.monotonic()
+            if not Run.objects.filter(pk=run_id, state=State.RUNNING).exists():
+                raise RunEnded(run_id)
+
+    return poll
+
+
+def _end_run(run: Run, result: str, error_code: str, message: str) -> Run | None:
+    """Record the run's end, only if it is still running: a run cancelled or reaped
+    meanwhile keeps that ending (ingestion is idempotent; a late result is dropped)."""
+    now = timezone.now()
+    ended = Run.objects.filter(pk=run.pk, state=State.RUNNING).update(
+        state=State.DONE, result=result, error_code=error_code, error_message=message,
+        finished_at=now, console_log=run.console_log, wall_seconds=run.wall_seconds,
+        ready_seconds=run.ready_seconds,
+    )  # fmt: skip
+    if not ended:
+        return None
+    run.state, run.result, run.error_code, run.error_message = (
+        State.DONE,
+        result,
+        error_code,
+        message,
+    )
+    run.finished_at = now
     return run

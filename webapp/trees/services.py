@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from webapp.states import Result, State, end_silent_steps, heartbeat
-from webapp.trees.models import Build, Revision
+from webapp.trees.models import Build, Patch, PatchSeries, Revision, Tree
 from workers.build import builder, kconfig
 from workers.build.arch import profile
 
@@ -127,3 +127,71 @@ def reap_stale_builds(now: datetime | None = None) -> int:
         result=Result.FAILED,
         error_code=Build.Error.INFRA,
     )
+
+
+class SubmissionError(ValueError):
+    """A request rcubench refuses before storing anything; the message names the problem."""
+
+
+def store_series(mbox: bytes) -> PatchSeries:
+    """The PatchSeries of `mbox` (stored once per content), with its patches. A file that is
+    too large or not a patch series is refused with the reason."""
+    import hashlib
+
+    from workers.build.patches import SeriesError, parse_mbox
+
+    limit = settings.RCUBENCH_MAX_MBOX_BYTES
+    if len(mbox) > limit:
+        raise SubmissionError(f"the mbox is {len(mbox)} bytes; the limit is {limit}")
+    try:
+        series = parse_mbox(mbox)
+    except SeriesError as exc:
+        raise SubmissionError(f"bad patch series: {exc}") from None
+    digest = hashlib.sha256(mbox).hexdigest()
+    with transaction.atomic():
+        stored, created = PatchSeries.objects.get_or_create(
+            mbox_sha256=digest,
+            defaults={"message_id": series.message_id[:998], "subject": series.subject[:998],
+                      "author": series.author[:500], "mbox": mbox},
+        )  # fmt: skip
+        if created:
+            Patch.objects.bulk_create(
+                Patch(series=stored, index=p.index, subject=p.subject[:998],
+                      author=p.author[:500], message_id=p.message_id[:998])
+                for p in series.patches
+            )  # fmt: skip
+    return stored
+
+
+DEFAULT_TREE = "linux-6.12"  # Debian's linux-source-6.12, imported by scripts/setup.sh
+
+
+def default_tree() -> Tree:
+    """The demo tree, registered on first use."""
+    path = Path(str(settings.RCUBENCH_DATA_DIR)) / "trees" / "linux-6.12.git"
+    tree, _ = Tree.objects.get_or_create(
+        name=DEFAULT_TREE,
+        defaults={"url": str(path), "description": "Debian linux-source-6.12 (scripts/setup.sh)"},
+    )
+    return tree
+
+
+def register_local_tree(path: Path) -> Tree:
+    """The Tree of a local git repository, registered on first use (an operator's command)."""
+    from django.utils.text import slugify
+
+    from workers.build.sources import UnsafeSourceError, validate_tree_url
+
+    url = str(path.resolve())
+    try:
+        validate_tree_url(url, allow_local=True)
+    except UnsafeSourceError as exc:
+        raise SubmissionError(str(exc)) from None
+    if (known := Tree.objects.filter(url=url).first()) is not None:
+        return known
+    base = slugify(path.resolve().name.removesuffix(".git"))[:56] or "tree"
+    name, n = base, 1
+    while Tree.objects.filter(name=name).exists():
+        n += 1
+        name = f"{base}-{n}"
+    return Tree.objects.create(name=name, url=url, description="registered by ./manage.py compare")

@@ -1,4 +1,4 @@
-"""Analysis-queue tasks: thin wrappers around the analysis service."""
+"""Analysis-queue tasks: thin wrappers around the analysis services."""
 
 from workers.celery_app import app
 
@@ -9,3 +9,11 @@ def analyse_comparison(comparison_id: int) -> int:
     from webapp.analysis.services import analyse_comparison as analyse
 
     return analyse(comparison_id).need_more_runs
+
+
+@app.task(name="rcubench.analysis.conclude_look")
+def conclude_look(comparison_id: int) -> None:
+    """A comparison's look: verdicts stored, then more runs scheduled or the comparison ends."""
+    from webapp.comparisons.orchestrator import conclude_look as conclude
+
+    conclude(comparison_id)

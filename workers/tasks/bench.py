@@ -9,9 +9,14 @@ from workers.celery_app import app
 
 @app.task(name="rcubench.bench.run_benchmark")
 def run_benchmark(run_id: int) -> None:
+    from webapp.comparisons.models import Run
+    from webapp.comparisons.orchestrator import advance
     from webapp.comparisons.services import run_benchmark as run
 
     run(run_id)
+    comparison_id = Run.objects.filter(pk=run_id).values_list("comparison_id", flat=True).first()
+    if comparison_id is not None:
+        advance(comparison_id)  # replace it if it failed, or start the look if it was the last
 
 
 @worker_ready.connect

@@ -5,6 +5,10 @@ from workers.celery_app import app
 
 @app.task(name="rcubench.build.build_kernel")
 def build_kernel(build_id: int) -> None:
+    from webapp.comparisons.orchestrator import on_build_done
     from webapp.trees.services import run_build
 
-    run_build(build_id)
+    try:
+        run_build(build_id)
+    finally:
+        on_build_done(build_id)  # a build that raised is recorded failed: end its comparisons

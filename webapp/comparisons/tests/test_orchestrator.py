@@ -1,0 +1,253 @@
+"""The comparison state machine, step by step against the real database. Builds and runs
+end here by writing their rows as the workers do; the real workers, builds and boots drive
+it in test_end_to_end.py."""
+
+import random
+from collections import Counter
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from django.utils import timezone
+
+from webapp.comparisons import orchestrator
+from webapp.comparisons.models import Comparison, Measurement, Run, Target
+from webapp.comparisons.orchestrator import Request
+from webapp.comparisons.schedule import abba_slots
+from webapp.comparisons.services import _end_run
+from webapp.factories import TreeFactory
+from webapp.states import Result, State
+from webapp.trees.models import Build, Revision
+from webapp.trees.services import SubmissionError
+
+pytestmark = pytest.mark.django_db
+
+
+# --- the ABBA schedule (pure) ------------------------------------------------------------
+
+
+def test_abba_blocks_balance_sides_and_interleave_benchmarks():
+    slots = abba_slots(["sync-rcu-latency", "boot-time"], 24, random.Random(1))
+    assert Counter(slots) == {(b, s): 24 for b in ("sync-rcu-latency", "boot-time") for s in "AB"}
+    blocks = [slots[i : i + 4] for i in range(0, len(slots), 4)]
+    for k, block in enumerate(blocks):
+        assert [side for _, side in block] in (list("ABBA"), list("BAAB"))
+        assert {b for b, _ in block} == {("sync-rcu-latency", "boot-time")[k % 2]}
+    kinds = {tuple(s for _, s in block) for block in blocks}
+    assert kinds == {tuple("ABBA"), tuple("BAAB")}  # both orders occur: no side always first
+
+
+def test_abba_odd_count_ends_with_a_pair_and_is_reproducible():
+    slots = abba_slots(["x"], 3, random.Random(7))
+    assert Counter(s for _, s in slots) == {"A": 3, "B": 3}
+    assert slots == abba_slots(["x"], 3, random.Random(7))
+    with pytest.raises(ValueError, match="per_side"):
+        abba_slots(["x"], 0, random.Random(0))
+
+
+# --- submission ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def few_runs(settings):
+    settings.RCUBENCH_ALLOW_FEW_RUNS = True
+    settings.RCUBENCH_RUN_ATTEMPTS = 3
+    settings.RCUBENCH_REDISPATCH_SECONDS = 60
+
+
+def _request(**kw: object) -> Request:
+    fields: dict[str, object] = {
+        "tree": TreeFactory.create(),
+        "base_ref": "v6.12",
+        "head_ref": "rcu/next",
+        "benchmarks": ("sync-rcu-latency",),
+        "target": Target.objects.get(name="qemu-x86_64"),
+        "min_runs": 4,
+        "max_runs": 8,
+    }
+    return Request(**{**fields, **kw})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"base_ref": "--upload-pack=touch /tmp/x"}, "bad base ref"),
+        ({"head_ref": "a..b"}, "bad head ref"),
+        ({"benchmarks": ("no-such-bench",)}, "unknown benchmark 'no-such-bench'"),
+        ({"benchmarks": ()}, "no benchmark requested"),
+        ({"min_runs": 23}, "at least 24 runs per side are needed, got 23"),
+        ({"min_runs": 24, "max_runs": 12}, r"max runs \(12\) is below min runs \(24\)"),
+        ({"alpha": 0.7}, "alpha must be in"),
+        ({"cmdline_b": "a\nb"}, "side B command line must be printable"),
+    ],
+)
+def test_bad_requests_are_refused_with_the_reason_and_nothing_is_stored(change, message):
+    kw = {"min_runs": 24, "max_runs": 96, **change}
+    with pytest.raises(SubmissionError, match=message):
+        orchestrator.submit(_request(**kw))
+    assert not Comparison.objects.exists()
+    assert not Revision.objects.exists()
+
+
+def test_a_boot_parameter_ab_shares_one_revision_and_one_build(few_runs):
+    c = orchestrator.submit(
+        _request(head_ref="", cmdline_b="rcutree.jiffies_till_first_fqs=1")
+    )
+    assert c.revision_a_id == c.revision_b_id
+    orchestrator.advance(c.pk)
+    c.refresh_from_db()
+    assert c.state == "building"
+    assert c.build_a_id == c.build_b_id
+    assert Build.objects.count() == 1
+    assert c.cmdline_b == "rcutree.jiffies_till_first_fqs=1"
+
+
+# --- building -----------------------------------------------------------------------------
+
+
+def _started(**kw: object) -> Comparison:
+    c = orchestrator.submit(_request(**kw))
+    orchestrator.advance(c.pk)
+    c.refresh_from_db()
+    return c
+
+
+def _end_build(build_id: int, result: str = "ok", code: str = "", message: str = "") -> None:
+    Build.objects.filter(pk=build_id).update(
+        state=State.DONE, result=result, error_code=code, error_message=message,
+        artifact_dir="/nonexistent" if result == "ok" else "",
+    )  # fmt: skip
+    orchestrator.on_build_done(build_id)
+
+
+def test_a_failed_build_ends_the_comparison_naming_side_and_error(few_runs):
+    c = _started()
+    assert c.build_a_id != c.build_b_id
+    _end_build(c.build_a_id)
+    _end_build(c.build_b_id, "failed", "patch-failed", "patch 1 ('rcu: x') does not apply")
+    c.refresh_from_db()
+    assert (c.state, c.result, c.error_code) == ("done", "failed", "build-failed")
+    assert "side B (rcu/next): patch-failed: patch 1 ('rcu: x') does not apply" in c.error_message
+    assert not c.runs.exists()
+
+
+def _running(**kw: object) -> Comparison:
+    c = _started(**kw)
+    _end_build(c.build_a_id)
+    _end_build(c.build_b_id)
+    c.refresh_from_db()
+    return c
+
+
+def test_built_kernels_get_abba_runs_for_the_first_look(few_runs):
+    c = _running()
+    assert (c.state, c.runs_target) == ("running", 4)
+    runs = list(c.runs.order_by("order"))
+    assert [r.order for r in runs] == list(range(8))
+    assert Counter(r.side for r in runs) == {"A": 4, "B": 4}
+    assert {r.index for r in runs if r.side == "A"} == {0, 1, 2, 3}
+    assert all(r.state == "queued" and r.dispatched_at for r in runs)
+
+
+# --- runs ---------------------------------------------------------------------------------
+
+
+def _finish_run(run: Run, result: str = "ok", code: str = "", samples: list[float] | None = None):
+    Run.objects.filter(pk=run.pk).update(state=State.RUNNING)
+    run.refresh_from_db()
+    assert _end_run(run, result, code, "" if result == "ok" else f"{code} happened")
+    if samples is not None:
+        Measurement.objects.create(
+            run=run, benchmark=run.benchmark, metric="writer_duration", unit="ms",
+            samples=samples,
+        )  # fmt: skip
+    orchestrator.advance(run.comparison_id)
+
+
+def test_a_failed_run_is_replaced_by_a_new_row_and_never_counted(few_runs):
+    c = _running()
+    first = c.runs.get(order=0)
+    _finish_run(first, "failed", "panic")
+    replacement = Run.objects.get(retry_of=first)
+    assert (replacement.side, replacement.benchmark, replacement.state) == (
+        first.side, first.benchmark, "queued",
+    )  # fmt: skip
+    assert replacement.order == 8  # at the end of the schedule
+    assert replacement.index == 4  # a new slot of its side: the failed one stays as it ended
+    first.refresh_from_db()
+    assert (first.result, first.error_code) == ("failed", "panic")
+
+
+def test_a_slot_failing_every_attempt_ends_the_comparison(few_runs):
+    c = _running()
+    run = c.runs.get(order=0)
+    for _ in range(3):
+        _finish_run(run, "failed", "timeout")
+        run = Run.objects.filter(retry_of=run).first() or run
+    c.refresh_from_db()
+    assert (c.state, c.result, c.error_code) == ("done", "failed", "runs-failed")
+    assert "failed 3 times; last: timeout: timeout happened" in c.error_message
+    assert not c.runs.filter(state__in=["queued", "running"]).exists()  # the rest cancelled
+
+
+def _samples(rng: np.random.Generator, scale: float) -> list[float]:
+    return list(rng.lognormal(np.log(6.0 * scale), 0.02, 100))
+
+
+def test_looks_extend_while_the_engine_needs_runs_then_the_verdict_is_stored(few_runs):
+    rng = np.random.default_rng(5)
+    c = _running()
+    for run in c.runs.order_by("order"):
+        _finish_run(run, samples=_samples(rng, 1.0 if run.side == "A" else 1.10))
+    c.refresh_from_db()
+    assert c.state == "analysing"
+    # 4 vs 4 cannot cross the first O'Brien-Fleming boundary: the engine asks for more.
+    orchestrator.conclude_look(c.pk)
+    c.refresh_from_db()
+    assert (c.state, c.runs_target) == ("running", 8)
+    assert c.runs.filter(state="queued").count() == 8
+    for run in c.runs.filter(state="queued").order_by("order"):
+        _finish_run(run, samples=_samples(rng, 1.0 if run.side == "A" else 1.10))
+    orchestrator.conclude_look(c.pk)
+    c.refresh_from_db()
+    assert (c.state, c.result, c.verdict) == ("done", "ok", "regression")
+    primary = c.verdicts.get(metric="writer_duration", statistic="p50")
+    assert (primary.n_a, primary.n_b, primary.look) == (8, 8, 2)
+    orchestrator.conclude_look(c.pk)  # a duplicate message changes nothing
+    c.refresh_from_db()
+    assert c.state == "done"
+
+
+# --- cancel, late results, lost messages -------------------------------------------------
+
+
+def test_cancel_ends_unfinished_runs_and_a_late_result_is_dropped(few_runs):
+    c = _running()
+    running = c.runs.get(order=0)
+    Run.objects.filter(pk=running.pk).update(state=State.RUNNING)
+    running.refresh_from_db()
+    assert orchestrator.cancel(c.pk, "not needed")
+    c.refresh_from_db()
+    assert (c.state, c.result, c.error_code, c.error_message) == (
+        "done", "incomplete", "cancelled", "not needed",
+    )  # fmt: skip
+    assert set(c.runs.values_list("error_code", flat=True)) == {"cancelled"}
+    assert _end_run(running, Result.OK, "", "") is None  # the worker's late result
+    running.refresh_from_db()
+    assert (running.result, running.error_code) == ("incomplete", "cancelled")
+    assert not orchestrator.cancel(c.pk)
+
+
+def test_queued_runs_whose_message_was_lost_are_sent_again(
+    few_runs, django_capture_on_commit_callbacks
+):
+    c = _running()
+    with django_capture_on_commit_callbacks() as sent:
+        orchestrator.advance(c.pk)
+    assert not sent  # just sent: nothing to do
+    old = timezone.now() - timedelta(seconds=61)
+    c.runs.update(dispatched_at=old)
+    with django_capture_on_commit_callbacks() as sent:
+        orchestrator.kick()
+    assert len(sent) == 8
+    assert not c.runs.filter(dispatched_at=old).exists()
