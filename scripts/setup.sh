@@ -37,6 +37,8 @@ DEBIAN_PACKAGES=(
   libc6-dev-ppc64el-cross
   # Guest userspace and the default kernel tree for demos and tests.
   busybox-static linux-source-6.12
+  # Headless browser for the report page's end-to-end test (selenium).
+  chromium chromium-driver
 )
 
 changed=0

@@ -6,6 +6,7 @@ import itertools
 from factory.declarations import LazyAttribute, LazyFunction, SelfAttribute, Sequence, SubFactory
 from factory.django import DjangoModelFactory
 
+from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.trees.models import Build, PatchSeries, Revision, Tree
 
@@ -98,3 +99,26 @@ class MeasurementFactory(DjangoModelFactory[Measurement]):
     metric = "writer_duration"
     unit = "ms"
     samples = LazyFunction(lambda: [6.0, 6.1, 5.9])
+
+
+class MetricVerdictFactory(DjangoModelFactory[MetricVerdict]):
+    class Meta:
+        model = MetricVerdict
+
+    comparison = SubFactory(ComparisonFactory)
+    benchmark = "sync-rcu-latency"
+    metric = "writer_duration"
+    statistic = "p50"
+    is_primary = True
+    look = 1
+    n_a = 24
+    n_b = 24
+    median_a = 6.0
+    median_b = 6.0
+    shift_pct = 0.0
+    ci_low_pct = -1.0
+    ci_high_pct = 1.0
+    p_value = 0.5
+    p_adjusted = 0.5
+    verdict = "no-meaningful-change"
+    details = LazyFunction(lambda: {"unit": "ms", "relative": True, "adjustment": "holm"})

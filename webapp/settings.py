@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "webapp.comparisons",
     "webapp.analysis",
     "webapp.alerts",
+    "webapp.reports",
 ]
 
 MIDDLEWARE = [

@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from webapp.views import healthz
 
@@ -9,4 +9,5 @@ admin.site.site_title = "rcubench"
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("", include("webapp.reports.urls")),
 ]

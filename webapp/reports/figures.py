@@ -1,0 +1,229 @@
+"""Plotly figure builders for the comparison report.
+
+Pure: plain sequences and dataclasses in, `plotly.graph_objects.Figure` out; no Django and
+no database, so each builder is tested on hand-checkable data (ARCHITECTURE.md layer rule).
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+
+from benchmarks.bpf_slab.spec import DELAYS_MS
+
+SIDES = ("A", "B")
+# Okabe-Ito blue and vermillion: distinguishable with the common colour-vision deficiencies.
+COLORS = {"A": "#0072B2", "B": "#D55E00"}
+# A pooled latency metric holds up to 96 runs x 10,000 samples per side; the ECDF is drawn
+# through this many of its exact corners so that the page stays small.
+ECDF_MAX_POINTS = 2000
+HIST_BINS = 60
+
+
+@dataclass(frozen=True)
+class RunValues:
+    """One run's samples of one metric (a single value for Kind.VALUE metrics)."""
+
+    side: str  # "A" or "B"
+    order: int  # position in the comparison's run schedule
+    index: int  # 0-based slot within its side and benchmark
+    samples: Sequence[float]
+
+
+def run_value(samples: Sequence[float]) -> float:
+    """A run's one value: the median of its samples (the engine's p50), or its value."""
+    return float(np.median(np.asarray(samples, dtype=float)))
+
+
+def ecdf_points(
+    values: Sequence[float], max_points: int = ECDF_MAX_POINTS
+) -> tuple[list[float], list[float]]:
+    """Corners of the empirical CDF, starting from (min, 0), for a step line ("hv").
+
+    Up to `max_points` samples every corner is returned; beyond, the corners at evenly spaced
+    ranks plus the minimum and maximum: exact points of the true ECDF, only fewer of them.
+    """
+    x = np.sort(np.asarray(values, dtype=float))
+    n = x.size
+    if n == 0:
+        return [], []
+    if n <= max_points:
+        idx = np.arange(n)
+    else:
+        ranks = np.ceil(np.arange(1, max_points + 1) * n / max_points).astype(int) - 1
+        idx = np.unique(np.concatenate(([0], ranks)))
+    return [float(x[0]), *x[idx].tolist()], [0.0, *((idx + 1) / n).tolist()]
+
+
+def ecdf_figure(
+    title: str,
+    unit: str,
+    samples: Mapping[str, Sequence[float]],
+    *,
+    runs: Mapping[str, int] | None = None,
+    log_x: bool = False,
+) -> go.Figure:
+    """ECDF of each side's pooled samples (`samples[side]`); `runs[side]` goes in the legend."""
+    fig = go.Figure()
+    for side in SIDES:
+        values = samples.get(side, ())
+        if not len(values):
+            continue
+        xs, ys = ecdf_points(values)
+        label = f"{side}: {len(values)} samples"
+        if runs and side in runs:
+            label += f", {runs[side]} runs"
+        fig.add_trace(
+            go.Scatter(
+                x=xs, y=ys, mode="lines", line_shape="hv", name=label,
+                line={"color": COLORS[side], "width": 2},
+                hovertemplate=f"%{{x:.6g}} {unit}<br>F = %{{y:.4f}}<extra>{side}</extra>",
+            )
+        )  # fmt: skip
+    _layout(fig, title, f"{unit}", "fraction of samples ≤ x")
+    fig.update_yaxes(range=[0, 1.02])
+    if log_x:
+        fig.update_xaxes(type="log")
+    return fig
+
+
+def runs_figure(title: str, unit: str, runs: Sequence[RunValues]) -> go.Figure:
+    """Each run's value against its position in the run schedule, A and B coloured, with a
+    dotted line at each side's median: drift over the comparison's time shows as a slope."""
+    fig = go.Figure()
+    many = any(len(r.samples) > 1 for r in runs)
+    for side in SIDES:
+        mine = sorted((r for r in runs if r.side == side), key=lambda r: r.order)
+        if not mine:
+            continue
+        ys = [run_value(r.samples) for r in mine]
+        fig.add_trace(
+            go.Scatter(
+                x=[r.order for r in mine], y=ys, mode="markers", name=f"{side}: {len(mine)} runs",
+                marker={"color": COLORS[side], "size": 7, "opacity": 0.85},
+                customdata=[r.index for r in mine],
+                hovertemplate=(f"run {side}%{{customdata}}, order %{{x}}<br>%{{y:.6g}} {unit}"
+                               f"<extra>{side}</extra>"),
+            )
+        )  # fmt: skip
+        fig.add_hline(
+            y=float(np.median(ys)), line={"color": COLORS[side], "dash": "dot", "width": 1}
+        )
+    y_title = f"per-run median ({unit})" if many else f"per-run value ({unit})"
+    _layout(fig, title, "run order (position in the schedule)", y_title)
+    return fig
+
+
+def log_histogram(
+    title: str, unit: str, samples: Mapping[str, Sequence[float]], bins: int = HIST_BINS
+) -> go.Figure:
+    """Histogram of each side's samples over log-spaced bins shared by both sides, drawn as
+    step outlines on a log x axis; heights are fractions of the side's samples, so sides
+    with different sample counts compare. Values <= 0 cannot sit on a log axis: they are
+    left out and counted in the title."""
+    arrays = {s: np.asarray(samples.get(s, ()), dtype=float) for s in SIDES}
+    positive = {s: a[a > 0] for s, a in arrays.items()}
+    dropped = sum(int((a <= 0).sum()) for a in arrays.values())
+    present = [a for a in positive.values() if a.size]
+    fig = go.Figure()
+    if present:
+        lo = min(float(a.min()) for a in present)
+        hi = max(float(a.max()) for a in present)
+        if hi <= lo:  # all samples equal: one bin around them
+            lo, hi = lo / 1.01, hi * 1.01
+        edges = np.geomspace(lo, hi, bins + 1)
+        for side in SIDES:
+            a = positive[side]
+            if not a.size:
+                continue
+            counts, _ = np.histogram(a, edges)
+            frac = counts / a.size
+            fig.add_trace(
+                go.Scatter(
+                    x=edges.tolist(), y=[*frac.tolist(), float(frac[-1])], mode="lines",
+                    line_shape="hv", fill="tozeroy", fillcolor=_rgba(COLORS[side], 0.18),
+                    line={"color": COLORS[side], "width": 1.5}, name=f"{side}: {a.size} samples",
+                    hovertemplate=f"from %{{x:.6g}} {unit}: %{{y:.4f}}<extra>{side}</extra>",
+                )
+            )  # fmt: skip
+    if dropped:
+        title += f" ({dropped} samples <= 0 not shown)"
+    _layout(fig, title, f"{unit} (log scale)", "fraction of samples per bin")
+    fig.update_xaxes(type="log")
+    return fig
+
+
+def slab_sweep_figure(
+    per_run: Mapping[str, Mapping[str, Sequence[float]]],
+    delays: Sequence[int] = DELAYS_MS,
+    title: str = "bpf-slab: sock_inode_cache slab against the map-update delay",
+) -> go.Figure:
+    """bpf-slab's slab kB (peak solid, mean dashed) against the delay between map-in-map
+    updates, per side: the median over runs with its interquartile band.
+    `per_run[side][metric]` holds one value per run, metrics slab_kb_{peak,mean}_d<delay>."""
+    fig = go.Figure()
+    for side in SIDES:
+        metrics = per_run.get(side, {})
+        for stat, dash in (("peak", "solid"), ("mean", "dash")):
+            xs: list[int] = []
+            med: list[float] = []
+            q1: list[float] = []
+            q3: list[float] = []
+            for d in delays:
+                v = np.asarray(metrics.get(f"slab_kb_{stat}_d{d}", ()), dtype=float)
+                if not v.size:
+                    continue
+                xs.append(d)
+                med.append(float(np.median(v)))
+                low, high = np.quantile(v, [0.25, 0.75])
+                q1.append(float(low))
+                q3.append(float(high))
+            if not xs:
+                continue
+            name = f"{side} {stat}"
+            fig.add_trace(
+                go.Scatter(
+                    x=[*xs, *xs[::-1]], y=[*q3, *q1[::-1]], fill="toself", mode="lines",
+                    line={"width": 0}, fillcolor=_rgba(COLORS[side], 0.15), hoverinfo="skip",
+                    name=f"{name} IQR", legendgroup=name, showlegend=False,
+                )
+            )  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=xs, y=med, mode="lines+markers", name=f"{name} (median, IQR band)",
+                    legendgroup=name, line={"color": COLORS[side], "dash": dash, "width": 2},
+                    customdata=list(zip(q1, q3, strict=True)),
+                    hovertemplate=("delay %{x} ms: median %{y:.6g} kB"
+                                   "<br>IQR [%{customdata[0]:.6g}, %{customdata[1]:.6g}]"
+                                   f"<extra>{name}</extra>"),
+                )
+            )  # fmt: skip
+    _layout(fig, title, "delay between map-in-map updates (ms)", "sock_inode_cache slab (kB)")
+    fig.update_xaxes(tickvals=list(delays))
+    return fig
+
+
+def _layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> None:
+    fig.update_layout(
+        title={"text": title, "font": {"size": 14}, "x": 0.01, "xanchor": "left"},
+        # No template: a named one embeds ~7 kB of styling in every figure of the page.
+        template="none",
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        font={"family": "system-ui, sans-serif", "size": 12, "color": "#222"},
+        height=380,
+        margin={"l": 60, "r": 20, "t": 40, "b": 40},
+        # Below the plot: above it, the legend would run into the title.
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0},
+        hovermode="closest",
+    )
+    axes = {"showline": True, "linecolor": "#888", "zeroline": False, "showgrid": True,
+            "gridcolor": "#e6e6e6", "ticks": "outside", "automargin": True}  # fmt: skip
+    fig.update_xaxes(title_text=x_title, **axes)
+    fig.update_yaxes(title_text=y_title, **axes)
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"

@@ -1,0 +1,606 @@
+"""What the comparison report shows, gathered from the database (the views stay thin).
+
+Header facts, verdict rows, per-metric figures (figures.py builds them), the reproducer
+command, and the raw-data exports (CSV and JSON, streamed: a comparison can hold
+2 x 96 runs x 10,000 samples).
+"""
+
+import csv
+import gzip
+import json
+import math
+import shlex
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+import plotly
+import plotly.io as pio
+import plotly.offline
+from django.conf import settings
+from django.db.models import Count, QuerySet
+from django.urls import reverse
+from django.utils.safestring import SafeString, mark_safe
+
+from benchmarks.registry import BENCHMARKS
+from benchmarks.spec import BenchmarkSpec, Kind
+from webapp.analysis.engine import SEVERITY
+from webapp.analysis.models import MetricVerdict
+from webapp.analysis.services import counted_runs
+from webapp.comparisons.models import Comparison, ComparisonState, Measurement, Run, Target
+from webapp.reports import figures
+from webapp.states import Result, State
+from webapp.trees.models import Build, Revision
+
+PLOTLY_VERSION: str = plotly.__version__
+STATISTIC_ORDER = ("value", "p50", "mean", "p90", "p99", "max")
+SAMPLE_COLUMNS = ("comparison_id", "benchmark", "metric", "unit", "side", "run_index",
+                  "run_order", "run_result", "sample_index", "value")  # fmt: skip
+BUILD_LOG_TAIL_LINES = 60
+# Measurements fetched per round trip while streaming an export (each up to 10,000 samples).
+_EXPORT_CHUNK = 64
+
+
+# --- header -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SeriesFacts:
+    id: int
+    subject: str
+    message_id: str
+    author: str
+    patches: int
+
+
+@dataclass(frozen=True)
+class BuildFacts:
+    id: int
+    state: str
+    result: str
+    error_code: str
+    error_message: str
+    sha: str
+    arch: str
+    seconds: float | None
+    cached: bool
+    toolchain: str
+    log_tail: str  # the end of the build log, for failed builds only
+
+    @property
+    def status(self) -> str:
+        if self.state != State.DONE:
+            return self.state
+        text = self.result + (" (cached)" if self.cached else "")
+        return f"{text}: {self.error_code}" if self.error_code else text
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    side: str
+    tree: str
+    ref: str
+    base_sha: str
+    sha: str
+    series: SeriesFacts | None
+    applied_with: str
+    cmdline: str
+    build: BuildFacts | None
+
+    @property
+    def build_status(self) -> str:
+        return self.build.status if self.build else "not started"
+
+
+@dataclass(frozen=True)
+class SideRuns:
+    side: str
+    total: int = 0
+    ok: int = 0
+    failed: int = 0
+    incomplete: int = 0
+    unfinished: int = 0  # queued or running
+    errors: dict[str, int] = field(default_factory=dict)  # error code -> runs
+
+
+@dataclass(frozen=True)
+class TargetFacts:
+    name: str
+    kind: str
+    arch: str
+    cpus: int
+    topology: str
+    memory_mb: int
+    machine: str
+
+
+@dataclass(frozen=True)
+class Header:
+    id: int
+    state: str
+    result: str
+    error_code: str
+    error_message: str
+    verdict: str
+    benchmarks: list[str]
+    min_runs: int
+    max_runs: int
+    alpha: float
+    threshold_pct: float
+    seed: int
+    trigger: str
+    requested_by: str
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    kernels: tuple[KernelFacts, KernelFacts]
+    target: TargetFacts
+    runs: tuple[SideRuns, SideRuns]
+
+    @property
+    def done(self) -> bool:
+        return self.state == ComparisonState.DONE
+
+    @property
+    def ended_badly(self) -> bool:
+        return self.done and self.result != Result.OK
+
+
+def header(c: Comparison) -> Header:
+    return Header(
+        id=c.pk, state=c.state, result=c.result, error_code=c.error_code,
+        error_message=c.error_message, verdict=c.verdict, benchmarks=list(c.benchmarks),
+        min_runs=c.min_runs, max_runs=c.max_runs, alpha=c.alpha,
+        threshold_pct=c.threshold_pct, seed=c.seed, trigger=c.trigger,
+        requested_by=c.requested_by, created_at=c.created_at, started_at=c.started_at,
+        finished_at=c.finished_at,
+        kernels=(_kernel("A", c.revision_a, c.build_a, c.cmdline_a),
+                 _kernel("B", c.revision_b, c.build_b, c.cmdline_b)),
+        target=_target(c.target), runs=run_counts(c),
+    )  # fmt: skip
+
+
+def _kernel(side: str, rev: Revision, build: Build | None, cmdline: str) -> KernelFacts:
+    series = None
+    if rev.series is not None:
+        s = rev.series
+        series = SeriesFacts(s.pk, s.subject, s.message_id, s.author, s.patches.count())
+    return KernelFacts(
+        side=side, tree=rev.tree.name, ref=rev.ref, base_sha=rev.base_sha, sha=rev.sha,
+        series=series, applied_with=rev.applied_with, cmdline=cmdline,
+        build=_build(build) if build is not None else None,
+    )  # fmt: skip
+
+
+def _build(b: Build) -> BuildFacts:
+    failed = b.state == State.DONE and b.result != Result.OK
+    tail = "\n".join(b.log.splitlines()[-BUILD_LOG_TAIL_LINES:]) if failed else ""
+    return BuildFacts(
+        id=b.pk, state=b.state, result=b.result, error_code=b.error_code,
+        error_message=b.error_message, sha=b.sha, arch=b.arch, seconds=b.seconds,
+        cached=b.cached, toolchain=b.toolchain, log_tail=tail,
+    )  # fmt: skip
+
+
+def _target(t: Target) -> TargetFacts:
+    return TargetFacts(
+        name=t.name, kind=t.kind, arch=t.arch, cpus=t.cpus,
+        topology=f"{t.sockets} sockets x {t.cores} cores x {t.threads} threads",
+        memory_mb=t.memory_mb, machine=t.machine,
+    )  # fmt: skip
+
+
+def run_counts(c: Comparison) -> tuple[SideRuns, SideRuns]:
+    """Runs per side by outcome, with the error codes of those that are not data."""
+    counts: dict[str, Counter[str]] = {"A": Counter(), "B": Counter()}
+    errors: dict[str, Counter[str]] = {"A": Counter(), "B": Counter()}
+    rows = c.runs.values("side", "state", "result", "error_code").annotate(n=Count("pk"))
+    for row in rows.order_by():
+        side, n = row["side"], row["n"]
+        counts[side]["total"] += n
+        if row["state"] != State.DONE:
+            counts[side]["unfinished"] += n
+        else:
+            counts[side][row["result"]] += n
+        if row["error_code"]:
+            errors[side][row["error_code"]] += n
+
+    def side_runs(side: str) -> SideRuns:
+        n = counts[side]
+        return SideRuns(
+            side, total=n["total"], ok=n[Result.OK], failed=n[Result.FAILED],
+            incomplete=n[Result.INCOMPLETE], unfinished=n["unfinished"],
+            errors=dict(sorted(errors[side].items())),
+        )  # fmt: skip
+
+    return side_runs("A"), side_runs("B")
+
+
+# --- verdicts -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    verdict: MetricVerdict
+    unit: str
+    relative: bool  # False: memory metrics, tested on the absolute shift B - A in the unit
+
+    @property
+    def median_a(self) -> str:
+        return _num(self.verdict.median_a)
+
+    @property
+    def median_b(self) -> str:
+        return _num(self.verdict.median_b)
+
+    @property
+    def shift(self) -> str:
+        v = self.verdict
+        return "n/a" if v.shift_pct is None else f"{v.shift_pct:+.2f}%"
+
+    @property
+    def ci(self) -> str:
+        v = self.verdict
+        if v.ci_low_pct is None or v.ci_high_pct is None:
+            return ""
+        return f"[{v.ci_low_pct:+.2f}, {v.ci_high_pct:+.2f}]"
+
+    @property
+    def absolute_shift(self) -> str:
+        """B - A in the unit with its CI, for metrics whose threshold is absolute."""
+        d = self.verdict.details
+        shift, ci = d.get("shift"), d.get("ci")
+        if self.relative or not isinstance(shift, int | float):
+            return ""
+        text = f"{shift:+.6g} {self.unit}"
+        if isinstance(ci, list) and len(ci) == 2:
+            text += f" [{ci[0]:+.6g}, {ci[1]:+.6g}]"
+        return text
+
+    @property
+    def p_value(self) -> str:
+        return _p(self.verdict.p_value)
+
+    @property
+    def p_adjusted(self) -> str:
+        return _p(self.verdict.p_adjusted)
+
+    @property
+    def adjustment(self) -> str:
+        return str(self.verdict.details.get("adjustment", ""))
+
+
+def verdict_rows(c: Comparison) -> list[VerdictRow]:
+    """The verdicts, the most severe first (the engine's report order), primary first."""
+    rows = []
+    for v in MetricVerdict.objects.filter(comparison=c):
+        unit = str(v.details.get("unit") or _spec_unit(v.benchmark, v.metric))
+        rows.append(VerdictRow(v, unit, bool(v.details.get("relative", True))))
+    rows.sort(key=lambda r: _verdict_key(r.verdict))
+    return rows
+
+
+def _verdict_key(v: MetricVerdict) -> tuple[int, bool, str, str, int]:
+    severity = SEVERITY.index(v.verdict) if v.verdict in SEVERITY else len(SEVERITY)
+    stat = (STATISTIC_ORDER.index(v.statistic) if v.statistic in STATISTIC_ORDER
+            else len(STATISTIC_ORDER))  # fmt: skip
+    return severity, not v.is_primary, v.benchmark, v.metric, stat
+
+
+def _spec(benchmark: str) -> BenchmarkSpec | None:
+    b = BENCHMARKS.get(benchmark)
+    return b.spec if b else None
+
+
+def _spec_unit(benchmark: str, metric: str) -> str:
+    spec = _spec(benchmark)
+    try:
+        return spec.metric(metric).unit if spec else ""
+    except KeyError:
+        return ""
+
+
+def _num(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:.0f}" if abs(x) >= 1e5 else f"{x:.5g}"
+
+
+def _p(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.3g}"
+
+
+# --- figures --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MetricFigures:
+    benchmark: str
+    metric: str
+    unit: str
+    is_primary: bool
+    figures: list[SafeString]
+
+
+@dataclass(frozen=True)
+class BenchmarkFigures:
+    benchmark: str
+    description: str
+    overview: list[SafeString]  # figures over several metrics (bpf-slab's delay sweep)
+    metrics: list[MetricFigures]
+
+
+@dataclass
+class _MetricData:
+    unit: str
+    runs: list[figures.RunValues] = field(default_factory=list)
+
+
+def figure_sections(c: Comparison) -> list[BenchmarkFigures]:
+    """Figures of the counted runs (finished ok; failed runs are never data), per benchmark:
+    per metric its pooled ECDF and per-run strip plot, plus a log histogram for latencies
+    and the delay sweep for bpf-slab."""
+    data: dict[tuple[str, str], _MetricData] = {}
+    rows = (
+        Measurement.objects.filter(run__in=counted_runs(c))
+        .order_by("run__order", "metric")
+        .values_list("benchmark", "metric", "unit", "run__side", "run__order", "run__index",
+                     "samples")
+    )  # fmt: skip
+    for bench, metric, unit, side, order, index, samples in rows.iterator(chunk_size=200):
+        d = data.setdefault((bench, metric), _MetricData(unit))
+        d.runs.append(figures.RunValues(side, order, index, samples))
+    sections = []
+    for bench in c.benchmarks:
+        spec = _spec(bench)
+        present = [m for (b, m) in data if b == bench]
+        sections.append(
+            BenchmarkFigures(
+                benchmark=bench,
+                description=spec.description if spec else "",
+                overview=_overview(bench, {m: data[bench, m] for m in present}),
+                metrics=[_metric_figures(bench, m, data[bench, m], spec)
+                         for m in _metric_order(present, spec)],
+            )
+        )  # fmt: skip
+    return sections
+
+
+def _metric_order(present: list[str], spec: BenchmarkSpec | None) -> list[str]:
+    """Primary first, then the spec's order; metrics the spec does not know last."""
+    if spec is None:
+        return sorted(present)
+    known = [m.name for m in sorted(spec.metrics, key=lambda m: not m.primary)]
+    return [m for m in known if m in present] + sorted(set(present) - set(known))
+
+
+def _metric_figures(
+    bench: str, metric: str, d: _MetricData, spec: BenchmarkSpec | None
+) -> MetricFigures:
+    known = {m.name: m for m in spec.metrics} if spec else {}
+    kind = known[metric].kind if metric in known else None
+    primary = known[metric].primary if metric in known else False
+    pooled: dict[str, list[float]] = {"A": [], "B": []}
+    runs: Counter[str] = Counter()
+    for r in d.runs:
+        pooled[r.side].extend(r.samples)
+        runs[r.side] += 1
+    name = f"{bench} {metric}"
+    figs = [
+        figures.ecdf_figure(f"{name}: ECDF of pooled samples", d.unit, pooled, runs=runs),
+        figures.runs_figure(f"{name}: per run, in run order", d.unit, d.runs),
+    ]
+    if kind is Kind.SAMPLES:
+        figs.append(figures.log_histogram(f"{name}: histogram", d.unit, pooled))
+    return MetricFigures(bench, metric, d.unit, primary, [_html(f) for f in figs])
+
+
+def _overview(bench: str, metrics: dict[str, _MetricData]) -> list[SafeString]:
+    if bench != "bpf-slab" or not metrics:
+        return []
+    per_run: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for metric, d in metrics.items():
+        for r in d.runs:
+            per_run[r.side][metric].append(figures.run_value(r.samples))
+    return [_html(figures.slab_sweep_figure(per_run))]
+
+
+# Selection and hover-mode tools mean nothing on these charts; fewer buttons leave the title clear.
+_NO_BUTTONS = ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines", "hoverClosestCartesian",
+               "hoverCompareCartesian"]  # fmt: skip
+
+
+def _html(fig: Any) -> SafeString:
+    # Plotly's JS is loaded once by the page (plotly_js below), never from a CDN.
+    html = pio.to_html(
+        fig, include_plotlyjs=False, full_html=False,
+        config={"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": _NO_BUTTONS},
+    )  # fmt: skip
+    return mark_safe(html)  # noqa: S308 - plotly's own markup and JSON-escaped data
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> tuple[bytes, bytes]:
+    """The installed plotly package's plotly.min.js, raw and gzipped (computed once)."""
+    raw = plotly.offline.get_plotlyjs().encode()
+    return raw, gzip.compress(raw, compresslevel=6)
+
+
+# --- runs -----------------------------------------------------------------------------
+
+
+def runs_table(c: Comparison) -> list[Run]:
+    """Every run in schedule order, without its console log (fetched by its own view)."""
+    return list(c.runs.defer("console_log").order_by("order"))
+
+
+# --- reproducer -----------------------------------------------------------------------
+
+
+def public_url() -> str:
+    return str(getattr(settings, "RCUBENCH_PUBLIC_URL", "http://127.0.0.1:8000")).rstrip("/")
+
+
+def reproducer(c: Comparison) -> str:
+    """The shell commands that rerun the comparison with `./manage.py compare`."""
+    a, b, target = c.revision_a, c.revision_b, c.target
+    lines = []
+    args = ["./manage.py", "compare", "--tree", a.tree.name, "--base", a.ref]
+    if b.series_id is not None:
+        mbox = f"series-{b.series_id}.mbox"
+        url = public_url() + reverse("reports:series-mbox", args=[b.series_id])
+        lines.append(shlex.join(["curl", "-o", mbox, url]))
+        args += ["--series", mbox]
+    else:
+        args += ["--head", b.ref]
+    for bench in c.benchmarks:
+        args += ["--bench", bench]
+    args += ["--arch", target.arch, "--target", target.name,
+             "--runs", str(c.min_runs), "--max-runs", str(c.max_runs)]  # fmt: skip
+    if c.cmdline_a:
+        args += ["--cmdline-a", c.cmdline_a]
+    if c.cmdline_b:
+        args += ["--cmdline-b", c.cmdline_b]
+    # Always explicit: a change of the command's defaults must not change the rerun.
+    args += ["--threshold", repr(float(c.threshold_pct)), "--alpha", repr(float(c.alpha))]
+    # What the command cannot express is said, not silently dropped.
+    if a.series_id is not None:  # it applies a series to side B only
+        lines.append(f"# note: side A had series {a.series_id} applied, which this cannot redo")
+    if b.series_id is not None and b.ref != a.ref:  # it applies the series on the base ref
+        lines.append(f"# note: side B applied the series on {b.ref}, this applies it on {a.ref}")
+    lines.append(shlex.join(args))
+    return "\n".join(lines)
+
+
+# --- exports --------------------------------------------------------------------------
+
+
+def _sample_rows(c: Comparison) -> Iterator[list[tuple[object, ...]]]:
+    """Rows of SAMPLE_COLUMNS for every run's measurements (counted or not: run_result says
+    which are data), one list per measurement, in run order."""
+    rows = (
+        Measurement.objects.filter(run__comparison=c)
+        .order_by("run__order", "benchmark", "metric")
+        .values_list("benchmark", "metric", "unit", "run__side", "run__index", "run__order",
+                     "run__result", "samples")
+    )  # fmt: skip
+    for bench, metric, unit, side, index, order, result, samples in rows.iterator(
+        chunk_size=_EXPORT_CHUNK
+    ):
+        yield [
+            (c.pk, bench, metric, unit, side, index, order, result, i, v)
+            for i, v in enumerate(samples)
+        ]
+
+
+class _Line:
+    """A file-like sink for csv.writer that hands back what was written."""
+
+    def write(self, text: str) -> str:
+        return text
+
+
+def csv_chunks(c: Comparison) -> Iterator[str]:
+    """The raw samples as CSV (header first), one chunk per measurement."""
+    writer = csv.writer(_Line(), lineterminator="\n")
+    yield writer.writerow(SAMPLE_COLUMNS)
+    for rows in _sample_rows(c):
+        yield "".join(writer.writerow(row) for row in rows)
+
+
+def verdict_dicts(c: Comparison) -> list[dict[str, object]]:
+    keys = ("benchmark", "metric", "statistic", "is_primary", "look", "n_a", "n_b", "median_a",
+            "median_b", "shift_pct", "ci_low_pct", "ci_high_pct", "p_value", "p_adjusted",
+            "p_mannwhitney", "p_median", "prob_b_gt_a", "cliffs_delta", "verdict",
+            "warnings", "details")  # fmt: skip
+    return [{**{k: getattr(r.verdict, k) for k in keys}, "unit": r.unit} for r in verdict_rows(c)]
+
+
+def json_chunks(c: Comparison) -> Iterator[str]:
+    """The comparison as one JSON object: header, verdicts, reproducer, and the raw samples
+    as {"columns": [...], "rows": [[...], ...]} (compact: millions of rows), streamed."""
+    head = {
+        "comparison": asdict(header(c)),
+        "report_url": public_url() + reverse("reports:comparison", args=[c.pk]),
+        "verdicts": verdict_dicts(c),
+        "reproducer": reproducer(c),
+    }
+    opening = json.dumps(_finite(head), default=_json_default, allow_nan=False)
+    yield opening[:-1] + ', "samples": {"columns": ' + json.dumps(SAMPLE_COLUMNS) + ', "rows": ['
+    first = True
+    for rows in _sample_rows(c):
+        if not rows:
+            continue
+        try:
+            body = ",".join(json.dumps(row, allow_nan=False) for row in rows)
+        except ValueError:  # NaN or infinity: not JSON, written as null
+            body = ",".join(json.dumps(_finite(row), allow_nan=False) for row in rows)
+        yield body if first else "," + body
+        first = False
+    yield "]}}"
+
+
+def _finite(o: Any) -> Any:
+    """`o` with every NaN or infinite float replaced by None (JSON has neither)."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [_finite(v) for v in o]
+    return o
+
+
+def _json_default(o: object) -> object:
+    if isinstance(o, datetime):
+        return o.isoformat()
+    raise TypeError(f"{type(o).__name__} is not JSON serializable")
+
+
+# --- pages ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Report:
+    header: Header
+    verdicts: list[VerdictRow]
+    sections: list[BenchmarkFigures]  # empty until the comparison is done
+    runs: list[Run]
+    reproducer: str
+    plotly_version: str = PLOTLY_VERSION
+
+
+def comparison_report(c: Comparison) -> Report:
+    """Everything the report page shows. Figures load every sample of the comparison, so
+    they are drawn once it is done, not on each refresh of a running one."""
+    return Report(
+        header=header(c),
+        verdicts=verdict_rows(c),
+        sections=figure_sections(c) if c.state == ComparisonState.DONE else [],
+        runs=runs_table(c),
+        reproducer=reproducer(c),
+    )
+
+
+def report_queryset() -> "QuerySet[Comparison]":
+    """Comparisons with what the report reads of them joined in; the big blobs (build logs,
+    mboxes) are left to be fetched only where shown."""
+    return Comparison.objects.select_related(
+        "revision_a__tree", "revision_a__series", "revision_b__tree", "revision_b__series",
+        "build_a", "build_b", "target",
+    ).defer(
+        "build_a__log", "build_b__log", "revision_a__series__mbox", "revision_b__series__mbox"
+    )  # fmt: skip
+
+
+def comparison_list() -> "QuerySet[Comparison]":
+    """Every comparison, newest first, with what the list shows of it joined in."""
+    return Comparison.objects.select_related(
+        "revision_a__tree", "revision_a__series", "revision_b__tree", "revision_b__series",
+        "target",
+    ).defer("revision_a__series__mbox", "revision_b__series__mbox").order_by(
+        "-created_at", "-pk"
+    )  # fmt: skip

@@ -1,0 +1,152 @@
+"""The figure builders on data small enough to check by hand (no database)."""
+
+import numpy as np
+import pytest
+
+from webapp.reports import figures
+from webapp.reports.figures import RunValues
+
+
+def _trace(fig, name_prefix):
+    matches = [t for t in fig.data if t.name and t.name.startswith(name_prefix)]
+    assert len(matches) == 1, [t.name for t in fig.data]
+    return matches[0]
+
+
+def test_ecdf_points_are_the_steps_of_the_empirical_cdf():
+    xs, ys = figures.ecdf_points([3.0, 1.0, 2.0])
+    assert xs == [1.0, 1.0, 2.0, 3.0]
+    assert ys == pytest.approx([0.0, 1 / 3, 2 / 3, 1.0])
+
+
+def test_ecdf_points_with_ties_rise_at_the_tied_value():
+    xs, ys = figures.ecdf_points([1.0, 2.0, 1.0])
+    assert xs == [1.0, 1.0, 1.0, 2.0]
+    assert ys == pytest.approx([0.0, 1 / 3, 2 / 3, 1.0])
+
+
+def test_ecdf_points_of_nothing():
+    assert figures.ecdf_points([]) == ([], [])
+
+
+def test_many_samples_are_drawn_through_exact_ecdf_corners():
+    values = np.random.default_rng(1).permutation(10_000).astype(float)  # 0..9999
+    xs, ys = figures.ecdf_points(values.tolist(), max_points=100)
+    assert len(xs) <= 102
+    assert (xs[0], ys[0]) == (0.0, 0.0)
+    assert (xs[1], xs[-1], ys[-1]) == (0.0, 9999.0, 1.0)
+    # On 0..n-1 the ECDF at x is (x + 1) / n: every point drawn lies on it.
+    for x, y in zip(xs[1:], ys[1:], strict=True):
+        assert y == pytest.approx((x + 1) / 10_000)
+    assert ys == sorted(ys)
+
+
+def test_ecdf_figure_has_one_step_line_per_side():
+    fig = figures.ecdf_figure(
+        "t", "ms", {"A": [3.0, 1.0, 2.0], "B": [5.0, 4.0]}, runs={"A": 2, "B": 1}
+    )
+    a, b = _trace(fig, "A:"), _trace(fig, "B:")
+    assert a.name == "A: 3 samples, 2 runs"
+    assert b.name == "B: 2 samples, 1 runs"
+    assert list(a.x) == [1.0, 1.0, 2.0, 3.0]
+    assert list(b.y) == pytest.approx([0.0, 0.5, 1.0])
+    assert a.line.shape == b.line.shape == "hv"
+    assert a.line.color != b.line.color
+    assert fig.layout.xaxis.type != "log"
+    assert figures.ecdf_figure("t", "ms", {"A": [1.0]}, log_x=True).layout.xaxis.type == "log"
+
+
+def test_runs_figure_puts_run_order_on_x_and_per_run_medians_on_y():
+    runs = [
+        RunValues("A", 3, 1, [4.0]),
+        RunValues("B", 1, 0, [7.0, 5.0, 6.0]),
+        RunValues("A", 0, 0, [1.0, 2.0, 9.0]),  # median 2, not the mean 4
+        RunValues("B", 2, 1, [8.0]),
+    ]
+    fig = figures.runs_figure("t", "ms", runs)
+    a, b = _trace(fig, "A:"), _trace(fig, "B:")
+    assert (list(a.x), list(a.y)) == ([0, 3], [2.0, 4.0])
+    assert (list(b.x), list(b.y)) == ([1, 2], [6.0, 8.0])
+    assert list(a.customdata) == [0, 1]  # run slots, for the hover text
+    assert a.mode == "markers"
+    assert "run order" in fig.layout.xaxis.title.text
+    assert fig.layout.yaxis.title.text == "per-run median (ms)"
+    # A dotted line at each side's median over runs.
+    assert sorted(s.y0 for s in fig.layout.shapes) == [3.0, 7.0]
+
+
+def test_runs_figure_of_single_values_says_value():
+    fig = figures.runs_figure("t", "kB", [RunValues("A", 0, 0, [5.0])])
+    assert fig.layout.yaxis.title.text == "per-run value (kB)"
+
+
+def test_log_histogram_bins_both_sides_on_shared_log_spaced_edges():
+    fig = figures.log_histogram("sync", "ms", {"A": [1.0, 5.0, 50.0, 1000.0],
+                                               "B": [3.0, 300.0]}, bins=3)  # fmt: skip
+    assert fig.layout.xaxis.type == "log"
+    a, b = _trace(fig, "A:"), _trace(fig, "B:")
+    assert list(a.x) == pytest.approx([1.0, 10.0, 100.0, 1000.0])
+    assert list(b.x) == list(a.x)
+    # Fractions of each side's samples per bin; the last repeats to close the step line.
+    assert list(a.y) == pytest.approx([0.5, 0.25, 0.25, 0.25])
+    assert list(b.y) == pytest.approx([0.5, 0.0, 0.5, 0.5])
+    assert a.line.shape == "hv"
+    assert "not shown" not in fig.layout.title.text
+
+
+def test_log_histogram_leaves_out_and_counts_non_positive_samples():
+    fig = figures.log_histogram("sync", "ms", {"A": [0.0, 2.0, 4.0], "B": [-1.0, 3.0]})
+    assert "(2 samples <= 0 not shown)" in fig.layout.title.text
+    assert sum(_trace(fig, "A:").y[:-1]) == pytest.approx(1.0)
+    assert _trace(fig, "A:").name == "A: 2 samples"
+
+
+def test_log_histogram_of_equal_samples_has_one_bin_around_them():
+    fig = figures.log_histogram("sync", "ms", {"A": [2.0, 2.0]}, bins=1)
+    a = _trace(fig, "A:")
+    assert a.x[0] < 2.0 < a.x[1]
+    assert list(a.y) == [1.0, 1.0]
+
+
+def test_slab_sweep_draws_median_and_iqr_against_the_delay():
+    delays = (0, 1, 2, 5, 10)
+    per_run = {
+        "A": {f"slab_kb_peak_d{d}": [100.0 + d, 200.0 + d, 300.0 + d, 400.0 + d] for d in delays}
+        | {"slab_kb_mean_d0": [10.0, 20.0, 30.0]},
+        "B": {"slab_kb_peak_d0": [500.0], "slab_kb_peak_d5": [600.0]},  # delays 1, 2, 10 missing
+    }
+    fig = figures.slab_sweep_figure(per_run, delays)
+    peak_a = _trace(fig, "A peak (median")
+    assert list(peak_a.x) == [0, 1, 2, 5, 10]
+    assert list(peak_a.y) == [250.0, 251.0, 252.0, 255.0, 260.0]
+    band = _trace(fig, "A peak IQR")
+    assert list(band.x) == [0, 1, 2, 5, 10, 10, 5, 2, 1, 0]
+    assert list(band.y) == [325.0, 326.0, 327.0, 330.0, 335.0, 185.0, 180.0, 177.0, 176.0, 175.0]
+    assert band.fill == "toself"
+    mean_a = _trace(fig, "A mean (median")
+    assert (list(mean_a.x), list(mean_a.y)) == ([0], [20.0])
+    assert mean_a.line.dash == "dash"
+    peak_b = _trace(fig, "B peak (median")
+    assert (list(peak_b.x), list(peak_b.y)) == ([0, 5], [500.0, 600.0])
+    assert not [t for t in fig.data if t.name.startswith("B mean")]
+    assert list(fig.layout.xaxis.tickvals) == [0, 1, 2, 5, 10]
+    assert "delay" in fig.layout.xaxis.title.text
+    assert fig.layout.yaxis.title.text == "sock_inode_cache slab (kB)"
+
+
+def test_slab_sweep_defaults_to_the_benchmarks_delays():
+    from benchmarks.bpf_slab.spec import DELAYS_MS
+
+    fig = figures.slab_sweep_figure({"A": {f"slab_kb_peak_d{d}": [1.0] for d in DELAYS_MS}})
+    assert list(_trace(fig, "A peak (median").x) == list(DELAYS_MS)
+
+
+def test_figures_module_does_not_import_django():
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(figures))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}  # fmt: skip
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not {m for m in imported if m.startswith(("django", "webapp"))}

@@ -1,0 +1,174 @@
+"""The report pages and downloads through Django's test client."""
+
+import gzip
+import json
+import re
+
+import plotly
+import plotly.offline
+import pytest
+from django.urls import reverse
+
+from webapp.factories import ComparisonFactory, PatchSeriesFactory, RunFactory
+from webapp.reports.tests.conftest import RUNS_PER_SIDE, VERDICTS_IN_REPORT_ORDER, WRITER_SAMPLES
+
+pytestmark = pytest.mark.django_db
+
+
+def _page(client, c):
+    response = client.get(reverse("reports:comparison", args=[c.pk]))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_report_lists_verdicts_in_severity_order(client, done_comparison):
+    html = _page(client, done_comparison)
+    rows = re.findall(r'<tr class="verdict-row" data-verdict="([^"]+)" data-metric="([^"]+)"',
+                      html)  # fmt: skip
+    assert rows == [(verdict, f"sync-rcu-latency/{metric}/{stat}")
+                    for metric, stat, _, verdict in VERDICTS_IN_REPORT_ORDER]  # fmt: skip
+    assert "+9.90% [+8.10, +11.70]" in html
+    assert "0.0012" in html
+    assert "0.0036" in html
+    assert "drift against run order on side A (p=0.01)" in html
+    assert "6.05 ms" in html
+    assert "6.65 ms" in html
+
+
+def test_done_report_has_figures_reproducer_runs_and_downloads(client, done_comparison):
+    c = done_comparison
+    html = _page(client, c)
+    # writer_duration: ECDF, per run, histogram; gps: ECDF, per run.
+    assert html.count('class="plotly-graph-div"') == 5
+    js = reverse("reports:plotly-js", args=[plotly.__version__])
+    assert f'<script src="{js}"></script>' in html
+    assert "cdn" not in html.lower()
+    assert 'http-equiv="refresh"' not in html
+    assert 'id="error"' not in html
+    # The reproducer, HTML-escaped in a <pre>.
+    assert "./manage.py compare --tree" in html
+    cmdline_b = "rcutree.jiffies_till_first_fqs=3 rcupdate.rcu_expedited=1"
+    assert f"--cmdline-b &#x27;{cmdline_b}&#x27;" in html
+    # Every run with its console link and error code; the counts per side.
+    for run in c.runs.all():
+        assert reverse("reports:run-console", args=[run.pk]) in html
+    assert "<code>panic</code>" in html
+    assert "panic: 1" in html
+    assert reverse("reports:comparison-csv", args=[c.pk]) in html
+    assert reverse("reports:comparison-json", args=[c.pk]) in html
+    assert c.revision_a.sha in html
+    assert c.revision_b.sha in html
+
+
+def test_failed_build_is_shown_prominently(client, failed_build_comparison):
+    c = failed_build_comparison
+    html = _page(client, c)
+    alert = html[html.index('<section class="alert" id="error">') :]
+    alert = alert[: alert.index("</section>")]
+    assert "<code>build-failed</code>" in alert
+    assert "build failed: side B (v6.12 + series): make-failed: make exited with 2" in alert
+    assert "Build of side B" in alert
+    assert "<code>make-failed</code>" in alert
+    assert "kernel/rcu/tree.c:4242:1: error: expected &#x27;;&#x27; before &#x27;}&#x27;" in alert
+    assert "Build of side A" not in alert
+    # It ended: no refresh, no figures, and it says there was no analysis.
+    assert 'http-equiv="refresh"' not in html
+    assert "plotly-graph-div" not in html
+    assert "ended without an analysis" in html
+    # The series is named, with its mbox.
+    assert "[PATCH 0/2] rcu: shrink the expedited grace period" in html
+    assert "&lt;20260101.1234-1-dev@example.org&gt;" in html
+    assert reverse("reports:series-mbox", args=[c.revision_b.series_id]) in html
+
+
+def test_running_comparison_refreshes_and_shows_counts(client, running_comparison):
+    html = _page(client, running_comparison)
+    assert '<meta http-equiv="refresh" content="10">' in html
+    progress = html[html.index('id="progress"') :]
+    progress = progress[: progress.index("</section>")]
+    assert "This comparison is running." in progress
+    assert "A 1 ok, 0 failed, 0 incomplete, 0 queued or running" in progress
+    assert "B 0 ok, 0 failed, 1 incomplete, 1 queued or running" in progress
+    assert "timeout: 1" in html
+    assert "plotly-graph-div" not in html
+    assert "plotly-" not in html.split("<body>")[0]  # nor the script
+
+
+def test_slab_report_shows_the_delay_sweep(client, slab_comparison):
+    html = _page(client, slab_comparison)
+    assert "delay between map-in-map updates (ms)" in html
+    # the sweep + 10 metrics (peak and mean at 5 delays) x (ECDF, per run)
+    assert html.count('class="plotly-graph-div"') == 1 + 10 * 2
+
+
+@pytest.mark.parametrize(
+    "name", ["reports:comparison", "reports:comparison-csv", "reports:comparison-json",
+             "reports:run-console", "reports:series-mbox"],
+)  # fmt: skip
+def test_unknown_ids_are_404(client, name):
+    assert client.get(reverse(name, args=[987654])).status_code == 404
+
+
+def test_console_log_is_plain_text(client):
+    run = RunFactory.create(console_log="[    0.000000] Linux version 6.12\n<script>x</script>\n")
+    response = client.get(reverse("reports:run-console", args=[run.pk]))
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
+    assert response.content.decode() == run.console_log
+
+
+def test_series_mbox_download(client):
+    series = PatchSeriesFactory.create(mbox=b"From abc Mon Sep 17 00:00:00 2001\nSubject: x\n\xff")
+    response = client.get(reverse("reports:series-mbox", args=[series.pk]))
+    assert response.status_code == 200
+    assert response.content == b"From abc Mon Sep 17 00:00:00 2001\nSubject: x\n\xff"
+    assert response["Content-Type"] == "application/mbox"
+    assert f'filename="series-{series.pk}.mbox"' in response["Content-Disposition"]
+
+
+def test_csv_download_streams(client, done_comparison):
+    response = client.get(reverse("reports:comparison-csv", args=[done_comparison.pk]))
+    assert response.status_code == 200
+    assert response.streaming
+    assert response["Content-Type"] == "text/csv"
+    body = b"".join(response.streaming_content).decode()
+    lines = body.splitlines()
+    assert lines[0] == ("comparison_id,benchmark,metric,unit,side,run_index,run_order,"
+                        "run_result,sample_index,value")  # fmt: skip
+    assert len(lines) == 1 + 2 * RUNS_PER_SIDE * (WRITER_SAMPLES + 1)
+
+
+def test_json_download_streams(client, done_comparison):
+    response = client.get(reverse("reports:comparison-json", args=[done_comparison.pk]))
+    assert response.status_code == 200
+    assert response.streaming
+    assert response["Content-Type"] == "application/json"
+    data = json.loads(b"".join(response.streaming_content))
+    assert data["comparison"]["id"] == done_comparison.pk
+    assert len(data["verdicts"]) == len(VERDICTS_IN_REPORT_ORDER)
+
+
+def test_plotly_js_is_served_from_the_package_and_cached(client):
+    url = reverse("reports:plotly-js", args=[plotly.__version__])
+    plain = client.get(url)
+    assert plain.status_code == 200
+    assert plain["Content-Type"].startswith("text/javascript")
+    assert plain.content.decode() == plotly.offline.get_plotlyjs()
+    assert "max-age=31536000" in plain["Cache-Control"]
+    assert "immutable" in plain["Cache-Control"]
+    zipped = client.get(url, headers={"accept-encoding": "gzip, br"})
+    assert zipped["Content-Encoding"] == "gzip"
+    assert gzip.decompress(zipped.content) == plain.content
+    assert len(zipped.content) < len(plain.content) / 2
+    assert client.get(reverse("reports:plotly-js", args=["0.0.1"])).status_code == 404
+
+
+def test_comparison_list_links_each_comparison(client, done_comparison, failed_build_comparison):
+    other = ComparisonFactory.create()
+    response = client.get(reverse("reports:comparison-list"))
+    assert response.status_code == 200
+    html = response.content.decode()
+    for c in (done_comparison, failed_build_comparison, other):
+        assert f'href="{reverse("reports:comparison", args=[c.pk])}"' in html
+    assert "build-failed" in html
+    assert '<span class="badge v-regression">regression</span>' in html

@@ -1,0 +1,15 @@
+from django.urls import path
+
+from webapp.reports import views
+
+app_name = "reports"
+
+urlpatterns = [
+    path("comparisons/", views.comparison_list, name="comparison-list"),
+    path("comparisons/<int:pk>/", views.comparison, name="comparison"),
+    path("comparisons/<int:pk>/data.csv", views.comparison_csv, name="comparison-csv"),
+    path("comparisons/<int:pk>/data.json", views.comparison_json, name="comparison-json"),
+    path("runs/<int:pk>/console", views.run_console, name="run-console"),
+    path("series/<int:pk>/mbox", views.series_mbox, name="series-mbox"),
+    path("assets/plotly-<str:version>.min.js", views.plotly_js, name="plotly-js"),
+]
