@@ -90,9 +90,7 @@ def test_bad_requests_are_refused_with_the_reason_and_nothing_is_stored(change, 
 
 
 def test_a_boot_parameter_ab_shares_one_revision_and_one_build(few_runs):
-    c = orchestrator.submit(
-        _request(head_ref="", cmdline_b="rcutree.jiffies_till_first_fqs=1")
-    )
+    c = orchestrator.submit(_request(head_ref="", cmdline_b="rcutree.jiffies_till_first_fqs=1"))
     assert c.revision_a_id == c.revision_b_id
     orchestrator.advance(c.pk)
     c.refresh_from_db()
@@ -112,7 +110,8 @@ def _started(**kw: object) -> Comparison:
     return c
 
 
-def _end_build(build_id: int, result: str = "ok", code: str = "", message: str = "") -> None:
+def _end_build(build_id: int | None, result: str = "ok", code: str = "", message: str = "") -> None:
+    assert build_id is not None
     Build.objects.filter(pk=build_id).update(
         state=State.DONE, result=result, error_code=code, error_message=message,
         artifact_dir="/nonexistent" if result == "ok" else "",

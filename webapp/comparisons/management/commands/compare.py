@@ -1,0 +1,175 @@
+"""./manage.py compare: an A/B comparison from a terminal, through the same pipeline as the
+web app (the running workers build, boot and analyse), with progress and the verdict table."""
+
+import time
+from argparse import ArgumentParser
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from webapp.comparisons import orchestrator
+from webapp.comparisons.models import Comparison, ComparisonState, Target
+from webapp.comparisons.orchestrator import Request
+from webapp.comparisons.progress import Progress, progress, report_url, verdict_rows
+from webapp.states import Result
+from webapp.trees.models import Tree
+from webapp.trees.services import (
+    DEFAULT_TREE,
+    SubmissionError,
+    default_tree,
+    register_local_tree,
+    store_series,
+)
+
+
+class Command(BaseCommand):
+    help = (
+        "Compare two kernels (base vs head ref, or base vs base + a patch series, or one "
+        "kernel with two command lines) on a target; wait, showing progress, and print the "
+        "verdicts and the report URL. Needs the workers running (make up)."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument(
+            "--tree",
+            default=DEFAULT_TREE,
+            help="registered tree name, or a local git repository path",
+        )
+        parser.add_argument("--base", help="base ref (side A)")
+        head = parser.add_mutually_exclusive_group()
+        head.add_argument("--head", default="", help="head ref (side B); default: the base")
+        head.add_argument("--series", type=Path, help="mbox of a patch series for side B")
+        parser.add_argument("--bench", action="append", help="benchmark (repeatable)")
+        parser.add_argument("--arch", default="x86_64", choices=["x86_64", "ppc64le"])
+        parser.add_argument("--target", help="target name (default: qemu-<arch>)")
+        parser.add_argument("--runs", type=int, default=24, help="runs per side at the first look")
+        parser.add_argument("--max-runs", type=int, default=96, help="runs per side at most")
+        parser.add_argument("--cmdline-a", default="", help="extra kernel command line, side A")
+        parser.add_argument("--cmdline-b", default="", help="extra kernel command line, side B")
+        parser.add_argument("--threshold", type=float, default=2.0, help="practical threshold %%")
+        parser.add_argument("--alpha", type=float, default=0.05)
+        parser.add_argument("--no-wait", action="store_true", help="submit and print the id")
+        parser.add_argument("--follow", type=int, metavar="ID", help="wait for comparison ID")
+        parser.add_argument("--cancel", type=int, metavar="ID", help="cancel comparison ID")
+        parser.add_argument("--timeout", type=float, default=0, help="stop waiting after s")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        if opts["cancel"]:
+            if not orchestrator.cancel(opts["cancel"], "cancelled from the command line"):
+                raise CommandError(f"comparison {opts['cancel']} had already ended")
+            self.stdout.write(f"comparison {opts['cancel']} cancelled")
+            return
+        if opts["follow"]:
+            comparison = _get(opts["follow"])
+        else:
+            comparison = self._submit(opts)
+            self.stdout.write(f"comparison {comparison.pk} submitted: {report_url(comparison)}")
+            if opts["no_wait"]:
+                return
+        self._require_worker()
+        comparison = self._follow(comparison, opts["timeout"])
+        self._summary(comparison)
+        if comparison.result != Result.OK:
+            raise CommandError(f"comparison {comparison.pk} {comparison.result}: "
+                               f"{comparison.error_code}: {comparison.error_message}")  # fmt: skip
+
+    def _submit(self, opts: dict[str, Any]) -> Comparison:
+        if not opts["base"]:
+            raise CommandError("--base is required")
+        try:
+            tree = _tree(opts["tree"])
+            series = None
+            if opts["series"]:
+                try:
+                    series = store_series(opts["series"].read_bytes())
+                except OSError as exc:
+                    raise SubmissionError(f"cannot read {opts['series']}: {exc.strerror}") from None
+            target_name = opts["target"] or f"qemu-{opts['arch']}"
+            target = Target.objects.filter(name=target_name).first()
+            if target is None:
+                raise SubmissionError(f"no target named {target_name!r}")
+            if target.arch != opts["arch"]:
+                raise SubmissionError(f"target {target.name} is {target.arch}, not {opts['arch']}")
+            return orchestrator.submit(
+                Request(
+                    tree=tree, base_ref=opts["base"], head_ref=opts["head"], series=series,
+                    benchmarks=tuple(opts["bench"] or ["sync-rcu-latency"]), target=target,
+                    cmdline_a=opts["cmdline_a"], cmdline_b=opts["cmdline_b"],
+                    min_runs=opts["runs"], max_runs=opts["max_runs"], alpha=opts["alpha"],
+                    threshold_pct=opts["threshold"], trigger=Comparison.Trigger.CLI,
+                    requested_by="cli",
+                )
+            )  # fmt: skip
+        except SubmissionError as exc:
+            raise CommandError(str(exc)) from None
+
+    def _require_worker(self) -> None:
+        from workers.celery_app import app
+
+        if not app.control.ping(timeout=3):
+            raise CommandError("no rcubench worker answers on the broker: start them (make up)")
+
+    def _follow(self, comparison: Comparison, timeout: float) -> Comparison:
+        """Poll the database (the state machine) and draw the runs bar until it ends; Ctrl-C
+        cancels the comparison (and its running VM)."""
+        started = time.monotonic()
+        bar = tqdm(total=1, unit="run", dynamic_ncols=True, file=self.stdout._out)
+        try:
+            while True:
+                comparison.refresh_from_db()
+                p = progress(comparison)
+                _draw(bar, p)
+                if comparison.state == ComparisonState.DONE:
+                    return comparison
+                if timeout and time.monotonic() - started > timeout:
+                    raise CommandError(f"still {comparison.state} after {timeout:.0f} s; "
+                                       f"follow it with --follow {comparison.pk}")  # fmt: skip
+                time.sleep(1.0)
+        except KeyboardInterrupt:
+            orchestrator.cancel(comparison.pk, "cancelled from the command line (Ctrl-C)")
+            raise CommandError(f"comparison {comparison.pk} cancelled") from None
+        finally:
+            bar.close()
+
+    def _summary(self, comparison: Comparison) -> None:
+        out = self.stdout.write
+        rows = verdict_rows(comparison)
+        if rows:
+            header = ("metric", "stat", "A median", "B median", "shift % [95% CI]",
+                      "p", "p adj", "verdict", "warnings")  # fmt: skip
+            table = [header, *rows]
+            widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
+            for r in table:
+                cells = [c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)]
+                out("  ".join([*cells, r[-1]]).rstrip())
+        out(f"verdict: {comparison.verdict or '(none)'}   report: {report_url(comparison)}")
+
+
+def _draw(bar: tqdm, p: Progress) -> None:
+    bar.total = max(p.total, 1)
+    bar.n = p.done
+    bar.set_description(p.phase)
+    bar.set_postfix_str(p.detail, refresh=False)
+    bar.refresh()
+
+
+def _get(pk: int) -> Comparison:
+    try:
+        return Comparison.objects.get(pk=pk)
+    except Comparison.DoesNotExist:
+        raise CommandError(f"no comparison with id {pk}") from None
+
+
+def _tree(name_or_path: str) -> Tree:
+    if name_or_path == DEFAULT_TREE:
+        return default_tree()
+    tree = Tree.objects.filter(name=name_or_path).first()
+    if tree is not None:
+        return tree
+    path = Path(name_or_path)
+    if path.is_dir():
+        return register_local_tree(path)
+    known = ", ".join(Tree.objects.values_list("name", flat=True)) or "none"
+    raise SubmissionError(f"no tree named {name_or_path!r} and no such directory; trees: {known}")
