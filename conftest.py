@@ -42,9 +42,63 @@ def _database_url(settings_dict: dict) -> str:
     return f"postgres://{auth}{host}:{settings_dict['PORT'] or 5432}/{settings_dict['NAME']}"
 
 
+class WorkerProcesses:
+    """Real `celery worker` (solo pool) and `celery beat` processes on the test broker,
+    writing to the test database; started, killed and restarted by a test."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
+        self.env, self.log_dir = env, log_dir
+        self.procs: list[subprocess.Popen] = []
+
+    def start_worker(self, **extra_env: str) -> subprocess.Popen:
+        log = self.log_dir / f"worker-{len(self.procs)}.log"
+        cmd = [
+            sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
+            "--pool", "solo", "--without-gossip", "--without-mingle", "--loglevel", "INFO",
+            "--hostname", f"test-{uuid.uuid4().hex[:8]}@%h",
+        ]  # fmt: skip
+        proc = self._spawn(cmd, log, extra_env)
+        deadline = time.monotonic() + 60
+        while "ready." not in log.read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"celery worker did not start:\n{log.read_text()}")
+            time.sleep(0.2)
+        return proc
+
+    def start_beat(self, **extra_env: str) -> subprocess.Popen:
+        log = self.log_dir / f"beat-{len(self.procs)}.log"
+        schedule = self.log_dir / f"beat-{len(self.procs)}.schedule"
+        cmd = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "beat",
+               "--loglevel", "INFO", "--schedule", str(schedule)]  # fmt: skip
+        return self._spawn(cmd, log, extra_env)
+
+    def _spawn(self, cmd: list[str], log: Path, extra_env: dict[str, str]) -> subprocess.Popen:
+        with log.open("w") as out:
+            proc = subprocess.Popen(cmd, cwd=ROOT, env={**self.env, **extra_env}, stdout=out,
+                                    stderr=subprocess.STDOUT)  # fmt: skip
+        proc.log_path = log  # type: ignore[attr-defined]
+        self.procs.append(proc)
+        return proc
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.log_path.name}\n{p.log_path.read_text()[-6000:]}"  # type: ignore[attr-defined]
+                         for p in self.procs)  # fmt: skip
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
 @pytest.fixture
-def celery_worker_process(transactional_db, tmp_path) -> Iterator[subprocess.Popen]:
-    """Start `celery worker` (solo pool) against the test database; stop it afterwards."""
+def celery_processes(transactional_db, tmp_path) -> Iterator[WorkerProcesses]:
+    """Start workers (and beat) on demand against the test database; stop them afterwards."""
     from django.db import connection
 
     from workers.celery_app import app
@@ -53,36 +107,23 @@ def celery_worker_process(transactional_db, tmp_path) -> Iterator[subprocess.Pop
     _use_broker(app, TEST_BROKER_URL)
     with app.connection_for_write() as conn:  # drop leftovers of an interrupted earlier run
         app.control.purge(connection=conn)
-
-    log = tmp_path / "worker.log"
     env = {
         **os.environ,
         "DATABASE_URL": _database_url(connection.settings_dict),
         "CELERY_BROKER_URL": TEST_BROKER_URL,
     }
-    cmd = [
-        sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
-        "--pool", "solo", "--without-gossip", "--without-mingle", "--loglevel", "INFO",
-        "--hostname", f"test-{uuid.uuid4().hex[:8]}@%h",
-    ]  # fmt: skip
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    procs = WorkerProcesses(env, tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while "ready." not in log.read_text():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"celery worker did not start:\n{log.read_text()}")
-            time.sleep(0.2)
-        proc.log_path = log  # type: ignore[attr-defined]
-        yield proc
+        yield procs
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        procs.stop_all()
         _use_broker(app, original_url)
+
+
+@pytest.fixture
+def celery_worker_process(celery_processes) -> subprocess.Popen:
+    """One `celery worker` (solo pool) against the test database."""
+    return celery_processes.start_worker()
 
 
 def _use_broker(app, url: str) -> None:

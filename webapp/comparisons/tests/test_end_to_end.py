@@ -1,0 +1,244 @@
+"""Whole comparisons through real workers: Celery on the real Redis, builds from the
+session's cache, real boots under libvirt/QEMU, the engine, the report page. And the
+faults the orchestrator must survive: a worker SIGKILLed mid-run, a VM that hangs, Redis
+restarted mid-comparison, a build that fails, a cancel while a VM runs.
+
+Few runs per side (RCUBENCH_ALLOW_FEW_RUNS, a test-only override): the 24-run statistics
+belong to `make demo` and perf/, not to CI."""
+
+import io
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+from conftest import BASE_TAG, DEFAULT_TREE
+from webapp.comparisons import orchestrator
+from webapp.comparisons.models import Comparison, Run, Target
+from webapp.comparisons.orchestrator import Request
+from webapp.trees.services import register_local_tree, store_series
+from workers.vm.connection import open_connection
+
+# serialized_rollback: each test starts with the migrations' rows (the targets) again.
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+
+DEMO_MBOX = Path(__file__).resolve().parents[3] / "demo" / "0001-rcu-delay-gp-start-demo.mbox"
+ABBA = {tuple("ABBA"), tuple("BAAB")}
+
+
+@pytest.fixture
+def env(x86_kernel, kernel_data_dir, settings) -> dict[str, str]:
+    """Settings of the worker processes (and of this process, which submits)."""
+    values = {
+        "RCUBENCH_DATA_DIR": str(kernel_data_dir),  # the session's mirrors and artifacts
+        "RCUBENCH_CCACHE_DIR": os.environ.get("RCUBENCH_CCACHE_DIR", "/var/lib/rcubench/ccache"),
+        "RCUBENCH_ALLOW_FEW_RUNS": "1",
+        "RCUBENCH_BOOT_TIMEOUT_SECONDS": "30",
+        "RCUBENCH_BENCH_TIMEOUT_SECONDS": "15",
+        "RCUBENCH_RUN_STALE_SECONDS": "10",
+        "RCUBENCH_REAPER_INTERVAL_SECONDS": "2",
+        "RCUBENCH_REDISPATCH_SECONDS": "6",
+        "RCUBENCH_CANCEL_POLL_SECONDS": "0.5",
+        "RCUBENCH_BENCH_TARGETS": "qemu-x86_64",
+    }
+    settings.RCUBENCH_ALLOW_FEW_RUNS = True
+    settings.RCUBENCH_DATA_DIR = str(kernel_data_dir)
+    return values
+
+
+def _submit(runs: int = 2, **kw: object) -> Comparison:
+    fields: dict[str, object] = {
+        "tree": register_local_tree(DEFAULT_TREE),
+        "base_ref": BASE_TAG,
+        "benchmarks": ("sync-rcu-latency",),
+        "target": Target.objects.get(name="qemu-x86_64"),
+        "min_runs": runs,
+        "max_runs": runs,
+    }
+    return orchestrator.submit(Request(**{**fields, **kw}))  # type: ignore[arg-type]
+
+
+def _wait(what, timeout: float, procs, step: float = 0.25):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if got := what():
+            return got
+        time.sleep(step)
+    pytest.fail(f"timed out after {timeout:.0f} s\n{procs.logs()}")
+
+
+def _done(c: Comparison, procs, timeout: float = 300) -> Comparison:
+    def ended() -> bool:
+        c.refresh_from_db()
+        return c.state == "done"
+
+    _wait(ended, timeout, procs)
+    return c
+
+
+def _running_run(c: Comparison, procs, **filters: object) -> Run:
+    def one() -> Run | None:
+        return c.runs.filter(state="running", **filters).first()
+
+    return _wait(one, 300, procs)
+
+
+def _rcubench_domains() -> list[str]:
+    conn = open_connection("qemu:///system")
+    try:
+        return [d.name() for d in conn.listAllDomains() if d.name().startswith("rcubench-qemu-")]
+    finally:
+        conn.close()
+
+
+def _assert_counted(c: Comparison, per_side: int) -> None:
+    """Exactly `per_side` ok runs a side: none lost, none counted twice."""
+    ok = list(c.runs.filter(result="ok").order_by("order"))
+    assert sorted(r.side for r in ok) == ["A"] * per_side + ["B"] * per_side
+    orders = list(c.runs.values_list("order", flat=True))
+    assert len(orders) == len(set(orders))
+    assert all(r.measurements.filter(metric="writer_duration").count() == 1 for r in ok)
+
+
+def test_a_comparison_from_the_cli_to_the_report(celery_processes, env):
+    celery_processes.start_worker(**env)
+    out = io.StringIO()
+    call_command(
+        "compare", "--tree", str(DEFAULT_TREE), "--base", BASE_TAG, "--bench",
+        "sync-rcu-latency", "--runs", "4", "--max-runs", "4", "--cmdline-b",
+        "rcutree.jiffies_till_first_fqs=2", "--timeout", "600", stdout=out,
+    )  # fmt: skip
+    text = out.getvalue()
+    c = Comparison.objects.get()
+    assert (c.state, c.result, c.error_code) == ("done", "ok", ""), celery_processes.logs()
+    # One build serves both sides (same sha, two command lines), from the session's cache.
+    assert c.build_a_id == c.build_b_id
+    assert c.build_a is not None
+    assert c.build_a.cached
+    runs = list(c.runs.order_by("order"))
+    assert [r.order for r in runs] == list(range(8))
+    assert {tuple(r.side for r in runs[i : i + 4]) for i in (0, 4)} <= ABBA
+    _assert_counted(c, 4)
+    for run in runs:  # the per-side command line reached that side's kernel only
+        assert ("rcutree.jiffies_till_first_fqs=2" in run.console_log) == (run.side == "B")
+    primary = c.verdicts.get(benchmark="sync-rcu-latency", metric="writer_duration",
+                             statistic="p50")  # fmt: skip
+    assert (primary.n_a, primary.n_b, primary.is_primary) == (4, 4, True)
+    assert c.verdict == primary.verdict or c.verdict
+    # The terminal: the verdict table and the report URL.
+    assert "sync-rcu-latency/writer_duration *" in text
+    assert f"report: http://127.0.0.1:8000/comparisons/{c.pk}/" in text
+    # The report page and its links.
+    page = Client().get(f"/comparisons/{c.pk}/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "writer_duration" in html
+    assert primary.verdict in html
+    assert f"/runs/{runs[0].pk}/console" in html
+    console = Client().get(f"/runs/{runs[0].pk}/console")
+    assert "rcu-scale: writer 0 gps:" in console.content.decode()
+    assert not _rcubench_domains()
+
+
+def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(celery_processes, env):
+    worker = celery_processes.start_worker(**env)
+    c = _submit()
+    killed = _running_run(c, celery_processes)
+    time.sleep(1.0)  # the VM is booting
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait()
+    assert any(f"run{killed.pk}-" in name for name in _rcubench_domains())  # left running
+    # The restarted worker destroys the leftover VM; beat's reaper ends the silent run.
+    celery_processes.start_worker(**env)
+    celery_processes.start_beat(**env)
+    _done(c, celery_processes)
+    assert (c.result, c.error_code) == ("ok", ""), c.error_message
+    killed.refresh_from_db()
+    assert (killed.result, killed.error_code) == ("incomplete", "lost")
+    assert killed.retried_by.result == "ok"
+    _assert_counted(c, 2)
+    assert not _rcubench_domains()
+
+
+def test_a_hung_vm_is_timed_out_and_replaced(celery_processes, env):
+    celery_processes.start_worker(**env)
+    # rcuscale.shutdown=0 (the last value wins) leaves the guest up after its test: hung.
+    c = _submit(cmdline_b="rcuscale.shutdown=0")
+    hung = _running_run(c, celery_processes, side="B")
+    # Transient: the replacement boots with the usual command line.
+    Comparison.objects.filter(pk=c.pk).update(cmdline_b="")
+    _done(c, celery_processes)
+    assert (c.result, c.error_code) == ("ok", ""), c.error_message
+    hung.refresh_from_db()
+    assert (hung.result, hung.error_code) == ("failed", "timeout")
+    assert "still running after" in hung.error_message
+    assert hung.retried_by.result == "ok"
+    _assert_counted(c, 2)
+    assert not _rcubench_domains()
+
+
+def _restart_redis() -> None:
+    subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "shutdown", "nosave"],
+                   check=False, capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379",
+         "--save", "", "--appendonly", "no", "--dir", "/var/lib/redis",
+         "--logfile", "/var/log/redis/rcubench.log"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    for _ in range(40):
+        ping = subprocess.run(["redis-cli", "-h", "127.0.0.1", "ping"], capture_output=True)
+        if ping.stdout.strip() == b"PONG":
+            return
+        time.sleep(0.25)
+    pytest.fail("Redis did not come back")
+
+
+def test_redis_restarted_mid_comparison_loses_nothing(celery_processes, env):
+    celery_processes.start_worker(**env)
+    celery_processes.start_beat(**env)
+    c = _submit()
+    _running_run(c, celery_processes)
+    queued_before = c.runs.filter(state="queued").count()
+    assert queued_before  # their messages die with Redis (it keeps nothing on disk)
+    _restart_redis()
+    _done(c, celery_processes)
+    assert (c.result, c.error_code) == ("ok", ""), c.error_message
+    assert not c.runs.exclude(result="ok").exists()  # none lost, none failed
+    _assert_counted(c, 2)
+
+
+def test_a_build_failure_ends_the_comparison_and_the_report_shows_it(celery_processes, env):
+    celery_processes.start_worker(**env)
+    # The demo patch twice: the second copy cannot apply on top of the first.
+    once = DEMO_MBOX.read_bytes()
+    twice = once + once.replace(b"demo-v1-1@", b"demo-v1-2@")
+    c = _submit(series=store_series(twice))
+    _done(c, celery_processes)
+    assert (c.result, c.error_code) == ("failed", "build-failed")
+    assert "side B" in c.error_message
+    assert "patch-failed" in c.error_message
+    assert "patch 2" in c.error_message
+    assert not c.runs.exists()
+    html = Client().get(f"/comparisons/{c.pk}/").content.decode()
+    assert "build-failed" in html
+    assert "patch 2" in html
+
+
+def test_cancel_tears_down_the_running_vm(celery_processes, env):
+    celery_processes.start_worker(**env)
+    c = _submit(cmdline_a="rcuscale.shutdown=0", cmdline_b="rcuscale.shutdown=0")
+    run = _running_run(c, celery_processes)
+    _wait(lambda: any(f"run{run.pk}-" in n for n in _rcubench_domains()), 60, celery_processes)
+    out = io.StringIO()
+    call_command("compare", "--cancel", str(c.pk), stdout=out)
+    assert f"comparison {c.pk} cancelled" in out.getvalue()
+    _wait(lambda: not _rcubench_domains(), 15, celery_processes)
+    c.refresh_from_db()
+    assert (c.state, c.result, c.error_code) == ("done", "incomplete", "cancelled")
+    assert set(c.runs.values_list("error_code", flat=True)) == {"cancelled"}
