@@ -3,13 +3,16 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup up down test lint typecheck pytest layers
+.PHONY: setup up down demo test lint typecheck pytest layers
 
 setup:  ## install and start everything rcubench needs (idempotent)
 	bash scripts/setup.sh
 
 up: setup  ## web on 127.0.0.1:8000, one worker on all queues, beat
 	bash scripts/service.sh up
+
+demo: up  ## a real comparison: base vs base + demo/ example patch, verdicts and report URL
+	bash scripts/demo.sh
 
 down:  ## stop what `make up` started
 	bash scripts/service.sh down

@@ -16,7 +16,7 @@ def _readme_commands() -> list[str]:
 
 
 def test_readme_starts_with_main_job_and_test_commands():
-    assert _readme_commands() == ["make up", "make test"]
+    assert _readme_commands() == ["make demo", "make test"]
 
 
 def test_ci_runs_exactly_the_readme_test_command():
