@@ -32,8 +32,9 @@ ensure_admin() {
     'import sys; from django.contrib.auth.models import User; sys.exit(0 if User.objects.filter(username="admin").exists() else 1)'; then
     return
   fi
-  umask 077
-  "$BIN/python" -c 'import secrets; print(secrets.token_urlsafe(18))' >"$pwfile"
+  # Only the password file is private: a umask set here would reach the worker, whose
+  # build slots must stay readable by the unprivileged build user.
+  (umask 077 && "$BIN/python" -c 'import secrets; print(secrets.token_urlsafe(18))' >"$pwfile")
   DJANGO_SUPERUSER_PASSWORD=$(cat "$pwfile") "$BIN/python" manage.py createsuperuser \
     --noinput --username admin --email admin@localhost >/dev/null
   echo "admin: created superuser 'admin' (password in var/admin-password)"
@@ -44,7 +45,7 @@ up() {
   start web "$BIN/gunicorn" webapp.wsgi --bind "$ADDR" --workers 2 --daemon \
     --pid "$RUN/web.pid" --error-logfile "$LOG/web.log" --access-logfile "$LOG/web-access.log"
   # No -Q: the worker consumes every queue the app declares (control, build, analysis, bench.*).
-  start worker "$BIN/celery" -A workers.celery_app worker --detach --concurrency 1 \
+  start worker "$BIN/celery" -A workers.celery_app worker --detach --umask 022 --concurrency 1 \
     --hostname "local@%h" --pidfile "$RUN/worker.pid" --logfile "$LOG/worker.log"
   start beat "$BIN/celery" -A workers.celery_app beat --detach \
     --schedule "$RUN/celerybeat-schedule" --pidfile "$RUN/beat.pid" --logfile "$LOG/beat.log"

@@ -108,8 +108,10 @@ class Command(BaseCommand):
     def _require_worker(self) -> None:
         from workers.celery_app import app
 
-        if not app.control.ping(timeout=3):
-            raise CommandError("no rcubench worker answers on the broker: start them (make up)")
+        deadline = time.monotonic() + 30  # a worker `make up` just started takes seconds
+        while not app.control.ping(timeout=2):
+            if time.monotonic() > deadline:
+                raise CommandError("no rcubench worker answers on the broker: start them (make up)")
 
     def _follow(self, comparison: Comparison, timeout: float) -> Comparison:
         """Poll the database (the state machine) and draw the runs bar until it ends; Ctrl-C
