@@ -155,5 +155,8 @@ RCUBENCH_REDISPATCH_SECONDS = env.int("RCUBENCH_REDISPATCH_SECONDS", default=120
 RCUBENCH_CANCEL_POLL_SECONDS = env.float("RCUBENCH_CANCEL_POLL_SECONDS", default=1.0)
 # Largest patch series accepted (mbox bytes).
 RCUBENCH_MAX_MBOX_BYTES = env.int("RCUBENCH_MAX_MBOX_BYTES", default=10 * 2**20)
+# Label in every VM name of this instance (tests use "test-"): a worker destroys only its
+# own instance's leftover VMs, so tests and a running service can share one libvirtd.
+RCUBENCH_INSTANCE = env.str("RCUBENCH_INSTANCE", default="")
 # TEST ONLY: allow fewer than 24 runs per side (the statistics refuse it otherwise).
 RCUBENCH_ALLOW_FEW_RUNS = env.bool("RCUBENCH_ALLOW_FEW_RUNS", default=False)

@@ -15,6 +15,17 @@ from webapp.comparisons.models import Measurement, Run
 from webapp.states import Result, State, end_silent_steps, heartbeat
 
 
+def domain_label(target: str, run_id: int) -> str:
+    """The VM's name label: the instance (RCUBENCH_INSTANCE) keeps the domains of a test
+    session and of a service sharing one libvirtd apart, run ids overlapping or not."""
+    return f"{settings.RCUBENCH_INSTANCE}{target}-run{run_id}"
+
+
+def leftover_prefix(target: str) -> str:
+    """The names of this instance's VMs of `target`, for a restarted worker to destroy."""
+    return f"rcubench-{settings.RCUBENCH_INSTANCE}{target}-"
+
+
 def reap_stale_runs(now: datetime | None = None) -> int:
     """Mark running runs whose worker went silent as incomplete ("lost"), never as data."""
     return end_silent_steps(
@@ -57,7 +68,7 @@ def run_benchmark(run_id: int) -> Run | None:
         return _end_run(run, Result.INCOMPLETE, Run.Error.INFRA, str(exc))
     meta = json.loads((Path(build.artifact_dir) / "meta.json").read_text())
     spec = VMSpec(
-        name=runner.new_domain_name(f"{target.name}-run{run.pk}"),
+        name=runner.new_domain_name(domain_label(target.name, run.pk)),
         arch=target.arch,
         machine=target.machine,
         kernel=Path(build.artifact_dir) / meta["image"],

@@ -27,7 +27,7 @@ from workers.vm.connection import open_connection
 # serialized_rollback: each test starts with the migrations' rows (the targets) again.
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
-DEMO_MBOX = Path(__file__).resolve().parents[3] / "demo" / "0001-rcu-delay-gp-start-demo.mbox"
+DEMO_MBOX = Path(__file__).resolve().parents[3] / "demo" / "0001-rcu-fqs-one-more-jiffy-demo.mbox"
 ABBA = {tuple("ABBA"), tuple("BAAB")}
 
 
@@ -45,9 +45,11 @@ def env(x86_kernel, kernel_data_dir, settings) -> dict[str, str]:
         "RCUBENCH_REDISPATCH_SECONDS": "6",
         "RCUBENCH_CANCEL_POLL_SECONDS": "0.5",
         "RCUBENCH_BENCH_TARGETS": "qemu-x86_64",
+        "RCUBENCH_INSTANCE": "test-",  # not the VMs of a `make up` service on this host
     }
     settings.RCUBENCH_ALLOW_FEW_RUNS = True
     settings.RCUBENCH_DATA_DIR = str(kernel_data_dir)
+    settings.RCUBENCH_INSTANCE = "test-"
     return values
 
 
@@ -91,7 +93,9 @@ def _running_run(c: Comparison, procs, **filters: object) -> Run:
 def _rcubench_domains() -> list[str]:
     conn = open_connection("qemu:///system")
     try:
-        return [d.name() for d in conn.listAllDomains() if d.name().startswith("rcubench-qemu-")]
+        return [
+            d.name() for d in conn.listAllDomains() if d.name().startswith("rcubench-test-qemu-")
+        ]
     finally:
         conn.close()
 
@@ -217,7 +221,7 @@ def test_a_build_failure_ends_the_comparison_and_the_report_shows_it(celery_proc
     celery_processes.start_worker(**env)
     # The demo patch twice: the second copy cannot apply on top of the first.
     once = DEMO_MBOX.read_bytes()
-    twice = once + once.replace(b"demo-v1-1@", b"demo-v1-2@")
+    twice = once + once.replace(b"demo-v2-1@", b"demo-v2-2@")
     c = _submit(series=store_series(twice))
     _done(c, celery_processes)
     assert (c.result, c.error_code) == ("failed", "build-failed")
