@@ -48,7 +48,7 @@ from workers.vm.images import build_initramfs, busybox_for
 MACHINE_DATA = Path(os.environ.get("RCUBENCH_DATA_DIR", "/var/lib/rcubench"))
 TREE = MACHINE_DATA / "trees" / "linux-6.12.git"
 BASE = "v6.12.117-debian"
-MBOX = ROOT / "demo" / "0001-rcu-delay-gp-start-demo.mbox"
+MBOX = ROOT / "demo" / "0001-rcu-fqs-one-more-jiffy-demo.mbox"
 
 
 def fresh_data_dir(root: Path, name: str) -> Path:

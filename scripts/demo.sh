@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # `make demo`: rcubench's main job on this machine. After set-up and `make up`, compare the
 # default tree (Debian's linux-source-6.12) with itself plus the bundled example patch
-# (demo/*.mbox: +500 us at each grace period's start) on sync-rcu-latency, 24 runs per side
-# first, under QEMU/libvirt; print the verdict table and the report URL on the running web
+# (demo/*.mbox: one more jiffy before each force-quiescent-state scan) on sync-rcu-latency,
+# 24 runs per side first, under QEMU/libvirt; print the verdict table and the report URL on the running web
 # app. RCUBENCH_DEMO_AA=1 compares the base with itself instead (A/A: no regression due).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
 BASE=v6.12.117-debian
-side_b=(--series demo/0001-rcu-delay-gp-start-demo.mbox)
+side_b=(--series demo/0001-rcu-fqs-one-more-jiffy-demo.mbox)
 if [ "${RCUBENCH_DEMO_AA:-0}" = 1 ]; then
   side_b=()
 fi
