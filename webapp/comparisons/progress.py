@@ -1,13 +1,9 @@
-"""What a front end shows of a comparison while it runs and when it ends (CLI, pages)."""
+"""What a front end shows of a comparison while it runs (CLI, pages)."""
 
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db.models import Count, Q
-from django.urls import reverse
 
-from webapp.analysis.engine import SEVERITY
-from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.models import Comparison, ComparisonState
 from webapp.states import Result, State
 
@@ -44,32 +40,3 @@ def progress(c: Comparison) -> Progress:
     if counts["failed"]:
         detail = f"{detail}, {counts['failed']} failed (not data)".lstrip(", ")
     return Progress(phase, counts["ok"], total, counts["failed"], detail)
-
-
-def verdict_rows(c: Comparison) -> list[tuple[str, ...]]:
-    """The verdict table as text cells, the worst first, each benchmark's primary first."""
-    rows = sorted(
-        MetricVerdict.objects.filter(comparison=c),
-        key=lambda v: (SEVERITY.index(v.verdict), not v.is_primary, v.benchmark, v.metric),
-    )
-    out: list[tuple[str, ...]] = []
-    for v in rows:
-        unit = v.details.get("unit", "")
-        shift = "-" if v.shift_pct is None else f"{v.shift_pct:+.2f}"
-        if v.ci_low_pct is not None and v.ci_high_pct is not None:
-            shift += f" [{v.ci_low_pct:+.2f}, {v.ci_high_pct:+.2f}]"
-        out.append((
-            f"{v.benchmark}/{v.metric}{' *' if v.is_primary else ''}", v.statistic,
-            f"{v.median_a:.6g} {unit}".strip(), f"{v.median_b:.6g} {unit}".strip(), shift,
-            _p(v.p_value), _p(v.p_adjusted), v.verdict, "; ".join(v.warnings),
-        ))  # fmt: skip
-    return out
-
-
-def _p(p: float | None) -> str:
-    return "-" if p is None else f"{p:.3g}"
-
-
-def report_url(c: Comparison) -> str:
-    base = str(settings.RCUBENCH_PUBLIC_URL).rstrip("/")
-    return base + reverse("reports:comparison", args=[c.pk])

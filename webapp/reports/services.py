@@ -444,6 +444,10 @@ def public_url() -> str:
     return str(getattr(settings, "RCUBENCH_PUBLIC_URL", "http://127.0.0.1:8000")).rstrip("/")
 
 
+def report_url(c: Comparison) -> str:
+    return public_url() + reverse("reports:comparison", args=[c.pk])
+
+
 def reproducer(c: Comparison) -> str:
     """The shell commands that rerun the comparison with `./manage.py compare`."""
     a, b, target = c.revision_a, c.revision_b, c.target
@@ -524,7 +528,7 @@ def json_chunks(c: Comparison) -> Iterator[str]:
     as {"columns": [...], "rows": [[...], ...]} (compact: millions of rows), streamed."""
     head = {
         "comparison": asdict(header(c)),
-        "report_url": public_url() + reverse("reports:comparison", args=[c.pk]),
+        "report_url": report_url(c),
         "verdicts": verdict_dicts(c),
         "reproducer": reproducer(c),
     }

@@ -12,7 +12,8 @@ from tqdm import tqdm
 from webapp.comparisons import orchestrator
 from webapp.comparisons.models import Comparison, ComparisonState, Target
 from webapp.comparisons.orchestrator import Request
-from webapp.comparisons.progress import Progress, progress, report_url, verdict_rows
+from webapp.comparisons.progress import Progress, progress
+from webapp.reports.services import report_url, verdict_rows
 from webapp.states import Result
 from webapp.trees.models import Tree
 from webapp.trees.services import (
@@ -137,9 +138,15 @@ class Command(BaseCommand):
 
     def _summary(self, comparison: Comparison) -> None:
         out = self.stdout.write
-        rows = verdict_rows(comparison)
+        rows = [
+            (f"{r.verdict.benchmark}/{r.verdict.metric}{' *' if r.verdict.is_primary else ''}",
+             r.verdict.statistic, f"{r.median_a} {r.unit}".strip(),
+             f"{r.median_b} {r.unit}".strip(), f"{r.shift} {r.ci}".strip(), r.p_value,
+             r.p_adjusted, r.verdict.verdict, "; ".join(r.verdict.warnings))
+            for r in verdict_rows(comparison)
+        ]  # fmt: skip
         if rows:
-            header = ("metric", "stat", "A median", "B median", "shift % [95% CI]",
+            header = ("metric", "stat", "A median", "B median", "shift [95% CI]",
                       "p", "p adj", "verdict", "warnings")  # fmt: skip
             table = [header, *rows]
             widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
