@@ -41,29 +41,29 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 import django
 import psycopg
 
+ADMIN_URL = "postgresql://rcubench:rcubench@127.0.0.1:5432/postgres"
 
-def fresh_database() -> None:
-    with psycopg.connect("postgresql://rcubench:rcubench@127.0.0.1:5432/postgres",
-                         autocommit=True) as conn:  # fmt: skip
+
+def reset_database(create: bool) -> None:
+    """Drop rcubench_ttv (closing this process's connections to it), and make it afresh if
+    `create`."""
+    if not create:
+        from django.db import connections
+
+        connections.close_all()
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {DB_NAME}")
+        if create:
+            conn.execute(f"CREATE DATABASE {DB_NAME}")
 
 
-def drop_database() -> None:
-    from django.db import connections
-
-    connections.close_all()
-    with psycopg.connect("postgresql://rcubench:rcubench@127.0.0.1:5432/postgres",
-                         autocommit=True) as conn:  # fmt: skip
-        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-
-
-fresh_database()
+reset_database(create=True)
 django.setup()
 
 from benchmarks.registry import BENCHMARKS, get, kconfig_for
 from perf.vm_overhead import TOPOLOGY, bare_cmd
 from webapp.comparisons.models import Comparison
+from webapp.states import Result
 from workers.build.builder import BuildRequest, BuildSettings, build
 from workers.vm.domain import VMSpec
 from workers.vm.images import build_initramfs, busybox_for
@@ -121,7 +121,7 @@ def breakdown(c: Comparison) -> dict[str, float]:
     assert c.finished_at is not None
     built = max(b.finished_at for b in (c.build_a, c.build_b) if b and b.finished_at)
     runs = list(c.runs.all())
-    ok = [r for r in runs if r.result == "ok"]
+    ok = [r for r in runs if r.result == Result.OK]
     boots = sum(r.wall_seconds or 0.0 for r in runs)
     return {
         "submit to kernels built": (built - c.created_at).total_seconds(),
@@ -185,7 +185,7 @@ def main() -> None:
         if worker is not None:
             worker.kill()
         shutil.rmtree(root, ignore_errors=True)
-        drop_database()
+        reset_database(create=False)
     floor_s = sum(parts.values())
     print(ab.table)
     print(f"\ndemo (cold, through the pipeline): {ab.seconds:8.1f} s   verdict: {ab.verdict}")
