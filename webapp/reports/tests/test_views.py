@@ -21,6 +21,12 @@ def _page(client, c):
     return response.content.decode()
 
 
+def _section(html: str, start: str) -> str:
+    """The page from `start` to the end of the section it opens (ValueError if absent)."""
+    rest = html[html.index(start) :]
+    return rest[: rest.index("</section>")]
+
+
 def test_report_lists_verdicts_in_severity_order(client, done_comparison):
     html = _page(client, done_comparison)
     rows = re.findall(r'<tr class="verdict-row" data-verdict="([^"]+)" data-metric="([^"]+)"',
@@ -63,8 +69,7 @@ def test_done_report_has_figures_reproducer_runs_and_downloads(client, done_comp
 def test_failed_build_is_shown_prominently(client, failed_build_comparison):
     c = failed_build_comparison
     html = _page(client, c)
-    alert = html[html.index('<section class="alert" id="error">') :]
-    alert = alert[: alert.index("</section>")]
+    alert = _section(html, '<section class="alert" id="error">')
     assert "<code>build-failed</code>" in alert
     assert "build failed: side B (v6.12 + series): make-failed: make exited with 2" in alert
     assert "Build of side B" in alert
@@ -84,8 +89,7 @@ def test_failed_build_is_shown_prominently(client, failed_build_comparison):
 def test_running_comparison_refreshes_and_shows_counts(client, running_comparison):
     html = _page(client, running_comparison)
     assert '<meta http-equiv="refresh" content="10">' in html
-    progress = html[html.index('id="progress"') :]
-    progress = progress[: progress.index("</section>")]
+    progress = _section(html, 'id="progress"')
     assert "This comparison is running." in progress
     assert "A 1 ok, 0 failed, 0 incomplete, 0 queued or running" in progress
     assert "B 0 ok, 0 failed, 1 incomplete, 1 queued or running" in progress
