@@ -13,14 +13,21 @@ TREE = DATA / "trees" / "linux-6.12.git"
 REF = "v6.12.117-debian"
 
 
-def kernel(arch: str) -> BuildOutcome:
-    settings = BuildSettings(root=DATA / "build", mirrors=DATA / "mirrors", ccache=DATA / "ccache")
-    request = BuildRequest(
+def build_settings(data: Path = DATA) -> BuildSettings:
+    return BuildSettings(root=data / "build", mirrors=data / "mirrors", ccache=data / "ccache")
+
+
+def request(arch: str) -> BuildRequest:
+    """The base of the default tree with every benchmark's Kconfig, as the workers build it."""
+    return BuildRequest(
         tree_url=str(TREE), ref=REF, arch=arch, fragments=kconfig_for(BENCHMARKS),
         allow_local=True,
     )  # fmt: skip
-    return build(request, settings)
 
 
-def initramfs(arch: str) -> Path:
-    return build_initramfs(arch, DATA / "images", busybox_for(arch, DATA))
+def kernel(arch: str) -> BuildOutcome:
+    return build(request(arch), build_settings())
+
+
+def initramfs(arch: str, data: Path = DATA) -> Path:
+    return build_initramfs(arch, data / "images", busybox_for(arch, data))

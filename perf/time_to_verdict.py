@@ -60,17 +60,15 @@ def reset_database(create: bool) -> None:
 reset_database(create=True)
 django.setup()
 
-from benchmarks.registry import BENCHMARKS, get, kconfig_for
+from benchmarks.registry import get
+from perf._kernels import DATA as MACHINE_DATA
+from perf._kernels import build_settings, initramfs, request
 from perf.vm_overhead import TOPOLOGY, bare_cmd
 from webapp.comparisons.models import Comparison
 from webapp.states import Result
-from workers.build.builder import BuildRequest, BuildSettings, build
+from workers.build.builder import build
 from workers.vm.domain import VMSpec
-from workers.vm.images import build_initramfs, busybox_for
 
-MACHINE_DATA = Path(os.environ.get("RCUBENCH_DATA_DIR", "/var/lib/rcubench"))
-TREE = MACHINE_DATA / "trees" / "linux-6.12.git"
-BASE = "v6.12.117-debian"
 MBOX = ROOT / "demo" / "0001-rcu-fqs-one-more-jiffy-demo.mbox"
 
 
@@ -133,17 +131,15 @@ def breakdown(c: Comparison) -> dict[str, float]:
 
 
 def floor(data: Path, boots: int) -> dict[str, float]:
-    settings = BuildSettings(root=data / "build", mirrors=data / "mirrors", ccache=data / "ccache")
-    request = BuildRequest(tree_url=str(TREE), ref=BASE, arch="x86_64",
-                           fragments=kconfig_for(BENCHMARKS), allow_local=True)  # fmt: skip
+    settings, base_request = build_settings(data), request("x86_64")
     took: dict[str, float] = {}
     t = time.monotonic()
-    base = build(request, settings)
+    base = build(base_request, settings)
     took["cold build"] = time.monotonic() - t
     t = time.monotonic()
-    build(dataclasses.replace(request, mbox=MBOX.read_bytes()), settings)
+    build(dataclasses.replace(base_request, mbox=MBOX.read_bytes()), settings)
     took["incremental build"] = time.monotonic() - t
-    initrd = build_initramfs("x86_64", data / "images", busybox_for("x86_64", data))
+    initrd = initramfs("x86_64", data)
     spec = VMSpec(name="floor", arch="x86_64", kernel=base.image,
                   initrd=initrd, cmdline=get("sync-rcu-latency").spec.cmdline,
                   console_log=data / "floor.log",
