@@ -6,6 +6,7 @@ so a passing test means the sandbox stopped it, not that the step was broken.
 
 import io
 import os
+import pwd
 import re
 import subprocess
 import tempfile
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.build.sandbox import Sandbox, StepTimeout, run_logged
+from workers.build.sandbox import Limits, Sandbox, StepTimeout, cgroup, run_logged
 
 MAKEFILE = """\
 inside:
@@ -122,3 +123,75 @@ def test_a_step_past_its_time_limit_is_killed():
     with pytest.raises(StepTimeout, match="killed after 1 s"):
         run_logged(["sleep", "30"], log=io.StringIO(), timeout=1)
     assert time.monotonic() - started < 10
+
+
+@pytest.fixture
+def etc_secret() -> Iterator[tuple[Path, str]]:
+    """A secret under /etc readable by the group `rcubench-build`, as a non-root worker's
+    /etc/rcubench.env is readable by the worker's group."""
+    value = f"DJANGO_SECRET_KEY={os.urandom(8).hex()}"
+    path = Path(f"/etc/rcubench-test-{os.urandom(4).hex()}.env")
+    path.write_text(value + "\n")
+    os.chown(path, 0, pwd.getpwnam("rcubench-build").pw_gid)
+    path.chmod(0o640)
+    yield path, value
+    path.unlink(missing_ok=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="playing a non-root worker needs root")
+def test_a_non_root_worker_sandbox_shows_no_etc_secret(tree, etc_secret):
+    path, value = etc_secret
+    entry = pwd.getpwnam("rcubench-build")
+    # A worker that is not root (Ansible's User=rcubench) and may read the file: no drop
+    # to another user happens, so only what is bound keeps the secret out.
+    as_worker = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}",
+                 "--init-groups", "--"]  # fmt: skip
+    plain = subprocess.run([*as_worker, "cat", str(path)], capture_output=True, text=True)
+    assert plain.stdout.strip() == value  # the worker itself can read it
+    sandbox = Sandbox(readable=(), writable=(tree["obj"],))
+    inner = sandbox.command(["sh", "-c", f"cat {path}; ls /etc"], cwd=tree["obj"])
+    # Built as root, the command starts with the drop to the build user: a non-root worker
+    # has none, so it is cut, and the rest runs as the (already unprivileged) worker.
+    assert inner[0] == "setpriv"
+    inner = inner[inner.index("--") + 1 :]
+    run = subprocess.run([*as_worker, *inner], capture_output=True, text=True, timeout=60)
+    assert value not in run.stdout + run.stderr
+    assert "No such file or directory" in run.stderr
+    assert path.name not in run.stdout  # /etc inside has only what a build needs
+
+
+@pytest.mark.parametrize(
+    ("script", "limits", "expected"),
+    [
+        ("python3 -c 'bytearray(512 * 2**20)'", Limits(memory_bytes=256 * 2**20), "MemoryError"),
+        ("head -c 2000000 /dev/zero > big", Limits(max_file_bytes=2**20), "File size limit"),
+        ("for i in $(seq 200); do sleep 2 & done; wait", Limits(max_processes=50), "Cannot fork"),
+    ],
+)  # fmt: skip
+def test_a_step_is_held_to_its_memory_file_size_and_process_limits(tree, script, limits, expected):
+    unlimited = Sandbox(readable=(), writable=(tree["obj"],))
+    unlimited.prepare()
+    log = io.StringIO()
+    status = run_logged(unlimited.command(["sh", "-c", script], cwd=tree["obj"]), log=log,
+                        timeout=60)  # fmt: skip
+    assert status == 0, log.getvalue()  # the step itself works without the limit
+    with cgroup("test", limits) as procs:
+        sandbox = Sandbox(readable=(), writable=(tree["obj"],), limits=limits, cgroups=procs)
+        log = io.StringIO()
+        status = run_logged(sandbox.command(["sh", "-c", script], cwd=tree["obj"]), log=log,
+                            timeout=60)  # fmt: skip
+    assert status != 0, log.getvalue()
+    assert expected in log.getvalue(), log.getvalue()
+
+
+def test_long_lines_and_long_logs_are_cut_without_holding_them():
+    limits = Limits(max_line_chars=100, max_log_bytes=10_000)
+    # One 5 MB line, then 100k short lines: neither ends up whole in the log.
+    script = "head -c 5000000 /dev/zero | tr '\\0' x; echo; seq 100000; echo done"
+    log = io.StringIO()
+    status = run_logged(["sh", "-c", script], log=log, timeout=60, limits=limits)
+    text = log.getvalue()
+    assert status == 0
+    assert "x" * 100 + "[rcubench: line cut, 4999900 more characters]" in text
+    assert len(text) < 11_000
+    assert "more characters of output not kept: the log limit is 10000 bytes" in text
