@@ -1,19 +1,26 @@
 """Services over trees, revisions and builds (called by tasks, views and commands)."""
 
+import logging
 import socket
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from webapp.states import Result, State, end_silent_steps, heartbeat
+from webapp.text import storable
 from webapp.trees.models import Build, Patch, PatchSeries, Revision, Tree
 from workers.build import builder, kconfig
 from workers.build.arch import profile
+from workers.build.sandbox import Limits
 
+logger = logging.getLogger(__name__)
 GiB = 2**30
 LOG_LIMIT = 256 * 1024  # the tail of the build log kept in the row; the whole log is stored
 
@@ -29,6 +36,10 @@ def build_settings() -> builder.BuildSettings:
         min_free_bytes=int(settings.RCUBENCH_BUILD_MIN_FREE_GB * GiB),
         max_artifact_bytes=int(settings.RCUBENCH_BUILD_CACHE_MAX_GB * GiB),
         max_slots=settings.RCUBENCH_BUILD_MAX_SLOTS,
+        limits=Limits(
+            memory_bytes=int(settings.RCUBENCH_BUILD_MEMORY_GB * GiB),
+            max_processes=settings.RCUBENCH_BUILD_MAX_PROCESSES,
+        ),
     )
 
 
@@ -77,8 +88,12 @@ def run_build(build_id: int) -> Build | None:
         patch_fallback=revision.patch_fallback,
         allow_local=True,  # trees are registered by operators; their URLs were validated
     )
+    logger.info("build %s running: %s %s%s", build_id, revision.ref, build.arch,
+             " + series" if revision.series else "")  # fmt: skip
     try:
-        outcome = builder.build(request, build_settings(), progress=heartbeat(Build, build_id))
+        with _beating(build_id):
+            outcome = builder.build(request, build_settings(), progress=heartbeat(Build, build_id),
+                                    keep=_artifacts_in_use())  # fmt: skip
     except builder.BuildError as exc:
         _finish(build, Result.FAILED, error_code=exc.code, error_message=exc.message, log=exc.log)
         return build
@@ -86,26 +101,83 @@ def run_build(build_id: int) -> Build | None:
         _finish(build, Result.FAILED, error_code=Build.Error.INFRA, error_message=repr(exc))
         raise
     with transaction.atomic():
-        Revision.objects.filter(pk=revision.pk).update(
-            base_sha=outcome.base_sha,
-            sha=outcome.sha,
-            applied_with=outcome.series.method if outcome.series else "",
-            apply_notes="\n".join(outcome.series.notes) if outcome.series else "",
-        )
-        build.sha, build.toolchain = outcome.sha, outcome.toolchain
-        build.artifact_key, build.artifact_dir = outcome.key, str(outcome.artifact_dir)
-        build.cached, build.seconds = outcome.cached, round(outcome.seconds, 2)
-        _finish(build, Result.OK, log=_tail(outcome.log_path))
+        finished = _finish(
+            build, Result.OK, log=_tail(outcome.log_path), sha=outcome.sha,
+            toolchain=outcome.toolchain, artifact_key=outcome.key,
+            artifact_dir=str(outcome.artifact_dir), cached=outcome.cached,
+            seconds=round(outcome.seconds, 2),
+        )  # fmt: skip
+        if finished:
+            Revision.objects.filter(pk=revision.pk).update(
+                base_sha=outcome.base_sha,
+                sha=outcome.sha,
+                applied_with=outcome.series.method if outcome.series else "",
+                apply_notes=storable("\n".join(outcome.series.notes) if outcome.series else ""),
+            )
     return build
 
 
 def _finish(build: Build, result: str, *, error_code: str = "", error_message: str = "",
-            log: str = "") -> None:  # fmt: skip
-    build.state, build.result = State.DONE, result
-    build.error_code, build.error_message = error_code, error_message
-    build.log = log[-LOG_LIMIT:]
-    build.finished_at = timezone.now()
-    build.save()
+            log: str = "", **fields: object) -> bool:  # fmt: skip
+    """Record the build's end, only if it is still running: one the reaper ended meanwhile
+    keeps that ending (its late result is dropped; a retry finds the artifact cached). The
+    log and message are the build's output and may hold any byte."""
+    values: dict[str, object] = {
+        "state": State.DONE, "result": result, "error_code": error_code,
+        "error_message": storable(error_message), "log": storable(log[-LOG_LIMIT:]),
+        "finished_at": timezone.now(), **fields,
+    }  # fmt: skip
+    ended = Build.objects.filter(pk=build.pk, state=State.RUNNING).update(**values)
+    if ended:
+        for name, value in values.items():
+            setattr(build, name, value)
+        logger.info("build %s done: %s %s", build.pk, result or "ok", error_code)
+    else:
+        build.refresh_from_db()
+        logger.info("build %s ended elsewhere (%s %s); late %s result dropped", build.pk,
+                    build.result, build.error_code, result)  # fmt: skip
+    return bool(ended)
+
+
+def _beating(build_id: int) -> AbstractContextManager[None]:
+    """Heartbeat from a thread for the whole build: fetching, applying the series and
+    waiting for another build's lock give no progress callbacks, and the reaper must not
+    take a live build for a dead one."""
+    every = max(1.0, min(15.0, settings.RCUBENCH_RUN_STALE_SECONDS / 4))
+
+    @contextmanager
+    def beating() -> Iterator[None]:
+        stop = threading.Event()
+
+        def loop() -> None:
+            try:
+                while not stop.wait(every):
+                    Build.objects.filter(pk=build_id, state=State.RUNNING).update(
+                        heartbeat_at=timezone.now()
+                    )
+            finally:
+                connection.close()  # the thread's own connection
+
+        thread = threading.Thread(target=loop, name=f"build-{build_id}-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
+    return beating()
+
+
+def _artifacts_in_use() -> frozenset[str]:
+    """Artifact keys of the builds that unfinished comparisons still boot: never pruned."""
+    from webapp.comparisons.models import Comparison, ComparisonState
+
+    active = Comparison.objects.exclude(state=ComparisonState.DONE)
+    used = Build.objects.filter(
+        Q(pk__in=active.values("build_a")) | Q(pk__in=active.values("build_b"))
+    ).exclude(artifact_key="")
+    return frozenset(used.values_list("artifact_key", flat=True))
 
 
 def _tail(path: Path) -> str:
@@ -135,7 +207,11 @@ class SubmissionError(ValueError):
 
 def store_series(mbox: bytes) -> PatchSeries:
     """The PatchSeries of `mbox` (stored once per content), with its patches. A file that is
-    too large or not a patch series is refused with the reason."""
+    too large, has too many patches or is not a patch series is refused with the reason.
+
+    Call it in the transaction that submits the comparison (as `compare` does): a request
+    refused after it then leaves no series behind.
+    """
     import hashlib
 
     from workers.build.patches import SeriesError, parse_mbox
@@ -144,23 +220,30 @@ def store_series(mbox: bytes) -> PatchSeries:
     if len(mbox) > limit:
         raise SubmissionError(f"the mbox is {len(mbox)} bytes; the limit is {limit}")
     try:
-        series = parse_mbox(mbox)
+        series = parse_mbox(mbox, max_patches=settings.RCUBENCH_MAX_SERIES_PATCHES)
     except SeriesError as exc:
         raise SubmissionError(f"bad patch series: {exc}") from None
     digest = hashlib.sha256(mbox).hexdigest()
     with transaction.atomic():
         stored, created = PatchSeries.objects.get_or_create(
             mbox_sha256=digest,
-            defaults={"message_id": series.message_id[:998], "subject": series.subject[:998],
-                      "author": series.author[:500], "mbox": mbox},
+            defaults={"message_id": _text(series.message_id, 998),
+                      "subject": _text(series.subject, 998),
+                      "author": _text(series.author, 500), "mbox": mbox},
         )  # fmt: skip
         if created:
             Patch.objects.bulk_create(
-                Patch(series=stored, index=p.index, subject=p.subject[:998],
-                      author=p.author[:500], message_id=p.message_id[:998])
+                Patch(series=stored, index=p.index, subject=_text(p.subject, 998),
+                      author=_text(p.author, 500), message_id=_text(p.message_id, 998))
                 for p in series.patches
             )  # fmt: skip
     return stored
+
+
+def _text(header: str, max_length: int) -> str:
+    """A header of the mbox (one line already) as its column stores it: undecodable bytes
+    escaped, cut to the column's length."""
+    return storable(header)[:max_length]
 
 
 DEFAULT_TREE = "linux-6.12"  # Debian's linux-source-6.12, imported by scripts/setup.sh
@@ -177,7 +260,8 @@ def default_tree() -> Tree:
 
 
 def register_local_tree(path: Path) -> Tree:
-    """The Tree of a local git repository, registered on first use (an operator's command)."""
+    """The Tree of a local bare git repository, registered on first use (an operator's
+    command). Anything else is refused: the build mirrors borrow its objects directory."""
     from django.utils.text import slugify
 
     from workers.build.sources import UnsafeSourceError, validate_tree_url
@@ -187,6 +271,10 @@ def register_local_tree(path: Path) -> Tree:
         validate_tree_url(url, allow_local=True)
     except UnsafeSourceError as exc:
         raise SubmissionError(str(exc)) from None
+    if not _is_bare_repository(Path(url)):
+        raise SubmissionError(
+            f"{path} is not a bare git repository; give a bare clone (git clone --bare)"
+        )
     if (known := Tree.objects.filter(url=url).first()) is not None:
         return known
     base = slugify(path.resolve().name.removesuffix(".git"))[:56] or "tree"
@@ -195,3 +283,14 @@ def register_local_tree(path: Path) -> Tree:
         n += 1
         name = f"{base}-{n}"
     return Tree.objects.create(name=name, url=url, description="registered by ./manage.py compare")
+
+
+def _is_bare_repository(path: Path) -> bool:
+    from workers.build.git import run_git
+
+    if not path.is_dir():  # a file could be a gitfile ("gitdir: ...") naming another repo
+        return False
+    # With --git-dir, git does not search parent directories: a work tree or any other
+    # directory is not a repository; a non-bare one's .git answers "false".
+    result = run_git(["rev-parse", "--is-bare-repository"], git_dir=path, check=False)
+    return result.returncode == 0 and result.stdout.strip() == "true"

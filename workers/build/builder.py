@@ -7,32 +7,53 @@
 Each (tree, arch, config) has one persistent slot: a worktree and an object directory.
 Moving the worktree to another sha rewrites only the files that differ, so make and ccache
 rebuild incrementally. Failures raise BuildError with the code the Build row records.
+
+Trust: a build of a ref of a registered tree is trusted (operators and tree admins chose
+the tree); a build that applies a submitter's patch series is not, since the series can
+change any Makefile. Only trusted builds write the slot's object directory and the ccache.
+An untrusted build runs in a copy of the slot's object directory, thrown away afterwards,
+with the ccache read-only, so nothing it plants is seen by a later build; host-side code
+reads what any build wrote only through `safefile` (no symlink, FIFO or huge file followed).
 """
 
+import contextlib
 import hashlib
 import os
 import re
+import shutil
+import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workers.build import kconfig
+from workers.build import kconfig, safefile
 from workers.build.arch import ArchProfile, ToolchainMissing, profile
 from workers.build.git import (
     BadRefError,
+    Checkout,
     GitError,
     ensure_mirror,
     mirror_lock,
     resolve,
     run_git,
 )
-from workers.build.patches import PatchFailed, Series, SeriesError, apply_series, parse_mbox
+from workers.build.patches import (
+    FuzzSandbox,
+    PatchFailed,
+    Series,
+    SeriesError,
+    apply_series,
+    parse_mbox,
+)
 from workers.build.sandbox import (
     DEFAULT_BUILD_USER,
+    Limits,
     Sandbox,
     SandboxUnavailable,
     StepTimeout,
+    cgroup,
+    oom_killed,
     run_logged,
 )
 from workers.build.sources import UnsafeSourceError
@@ -76,6 +97,8 @@ class BuildSettings:
     max_artifact_bytes: int = 20 * GiB
     max_slots: int = 6
     jobs: int = 0  # 0: one per CPU this process may use
+    limits: Limits = field(default_factory=Limits)  # per build step (memory, processes, ...)
+    max_output_file_bytes: int = 1 * GiB  # an image, .config or System.map copied out
 
 
 @dataclass(frozen=True)
@@ -122,8 +145,13 @@ Progress = Callable[[str], None]
 
 
 def build(
-    req: BuildRequest, settings: BuildSettings, progress: Progress | None = None
+    req: BuildRequest,
+    settings: BuildSettings,
+    progress: Progress | None = None,
+    keep: Collection[str] = (),
 ) -> BuildOutcome:
+    """Build `req` (or return its stored artifact). Pruning never deletes an artifact whose
+    key is in `keep` (those queued or running comparisons still need)."""
     started = time.monotonic()
     note = progress or (lambda _phase: None)
     arch = profile(req.arch)
@@ -170,37 +198,38 @@ def build(
 
     slot = f"{mirror.name.removesuffix('.git')}-{arch.name}-{chash[:12]}"
     try:
-        with store.slot_lock(slot, timeout=settings.lock_timeout):
+        with store.slot_lock(slot, timeout=settings.lock_timeout, waiting=note):
             slot_dir = store.slot_dir(slot)
+            _remove(slot_dir / UNTRUSTED_OBJ)  # left by a worker killed mid-build
             # A series applied before is checked out as its remembered commit, not re-applied.
             src = _worktree(mirror, slot_dir / "src", known or base_sha)
             sha, applied = base_sha, None
             if series is not None:
                 note("apply")
-                sha, applied = _apply(src, series, req, store, memo_key, memo)
+                fuzz = FuzzSandbox(slot_dir / "fuzz", settings.user, settings.limits)
+                sha, applied = _apply(src, series, req, store, memo_key, memo, fuzz)
             key = cache_key(sha, arch.name, chash, toolchain)
-            with store.key_lock(key, timeout=settings.lock_timeout):
+            with store.key_lock(key, timeout=settings.lock_timeout, waiting=note):
                 if meta := store.lookup(key):  # built by another request while we waited
                     return outcome(sha, meta, cached=True)
-                pruned = store.ensure_free(settings.min_free_bytes)
-                files = _compile(arch, src, slot_dir, sha, merged, settings, note)
-                meta = {
-                    "sha": sha,
-                    "base_sha": base_sha,
-                    "tree": req.tree_url,
-                    "ref": req.ref,
-                    "arch": arch.name,
-                    "config_hash": chash,
-                    "toolchain": toolchain,
-                    "image": Path(arch.image_path).name,
-                    "build_seconds": round(time.monotonic() - started, 1),
-                    "series": applied,
-                }
-                store.publish(key, files, meta)
+                pruned = store.ensure_free(settings.min_free_bytes, keep=keep)
+                obj = _object_dir(slot_dir, trusted=series is None)
+                try:
+                    files = _compile(arch, src, slot_dir, obj, sha, merged, settings, note)
+                    meta = _meta(sha, base_sha, req, arch, chash, toolchain, started, applied)
+                    store.publish(key, files, meta, limit=settings.max_output_file_bytes)
+                except safefile.UnsafeFile as exc:
+                    raise BuildError(MAKE_FAILED, f"the build left an unusable file: {exc}",
+                                     _tail(slot_dir / "build.log")) from exc  # fmt: skip
+                finally:
+                    if obj.name == UNTRUSTED_OBJ:
+                        _remove(obj)
             pruned = [
                 *pruned,
                 *store.prune(
-                    max_artifact_bytes=settings.max_artifact_bytes, max_slots=settings.max_slots
+                    max_artifact_bytes=settings.max_artifact_bytes,
+                    max_slots=settings.max_slots,
+                    keep=keep,
                 ),
             ]
             return outcome(sha, meta, cached=False, pruned=pruned)
@@ -208,6 +237,48 @@ def build(
         raise BuildError(TIMEOUT, f"waited too long for another build: {exc}") from exc
     except NoSpace as exc:
         raise BuildError(NO_SPACE, str(exc)) from exc
+
+
+UNTRUSTED_OBJ = "obj-untrusted"
+
+
+def _object_dir(slot_dir: Path, *, trusted: bool) -> Path:
+    """The slot's own object directory for a trusted build; for an untrusted one, a fresh
+    copy of it (make then rebuilds only what the series changed), removed after the build."""
+    own = slot_dir / "obj"
+    if trusted:
+        own.mkdir(parents=True, exist_ok=True)
+        return own
+    copy = slot_dir / UNTRUSTED_OBJ
+    _remove(copy)
+    if own.is_dir():
+        # cp keeps mtimes, so make sees the copied objects as up to date.
+        subprocess.run(["cp", "-a", "--reflink=auto", "--", str(own), str(copy)], check=True)
+    else:
+        copy.mkdir(parents=True)
+    return copy
+
+
+def _remove(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)  # does not follow symlinks planted inside
+
+
+def _meta(
+    sha: str, base_sha: str, req: BuildRequest, arch: ArchProfile, chash: str, toolchain: str,
+    started: float, applied: dict[str, object] | None,
+) -> dict[str, object]:  # fmt: skip
+    return {
+        "sha": sha,
+        "base_sha": base_sha,
+        "tree": req.tree_url,
+        "ref": req.ref,
+        "arch": arch.name,
+        "config_hash": chash,
+        "toolchain": toolchain,
+        "image": Path(arch.image_path).name,
+        "build_seconds": round(time.monotonic() - started, 1),
+        "series": applied,
+    }
 
 
 def _applied(info: object) -> AppliedSeries | None:
@@ -254,29 +325,47 @@ def _remembered(store: Store, memo_key: str, mirror: Path) -> dict[str, object] 
     return memo if exists.returncode == 0 else None
 
 
-def _worktree(mirror: Path, path: Path, sha: str) -> Path:
-    """The slot's worktree, moved to `sha` (unchanged files keep their mtimes)."""
-    if not (path / ".git").exists():
+def _worktree(mirror: Path, path: Path, sha: str) -> Checkout:
+    """The slot's worktree, moved to `sha` (unchanged files keep their mtimes). Its git
+    directory is found from the mirror's side, never from the worktree's `.git` file."""
+    git_dir = _worktree_git_dir(mirror, path)
+    if git_dir is None:
+        _remove(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         with mirror_lock(mirror, timeout=600):
             run_git(["worktree", "prune"], git_dir=mirror)
             run_git(
                 ["worktree", "add", "--force", "--detach", "--", str(path), sha], git_dir=mirror
             )
-        return path
-    run_git(["am", "--abort"], cwd=path, check=False)
-    run_git(["checkout", "--quiet", "--force", "--detach", sha], cwd=path)
-    run_git(["clean", "-qfdx"], cwd=path)
-    return path
+        git_dir = _worktree_git_dir(mirror, path)
+        if git_dir is None:
+            raise BuildError(INFRA, f"git worktree add made no worktree at {path}")
+        return Checkout(path, git_dir)
+    checkout = Checkout(path, git_dir)
+    checkout.git(["am", "--abort"], check=False)
+    checkout.git(["checkout", "--quiet", "--force", "--detach", sha])
+    checkout.git(["clean", "-qfdx"])
+    return checkout
+
+
+def _worktree_git_dir(mirror: Path, path: Path) -> Path | None:
+    """The mirror's admin directory of the worktree at `path` (its `gitdir` file names the
+    worktree), or None when the mirror has none."""
+    for admin in sorted((mirror / "worktrees").glob("*")):
+        with contextlib.suppress(OSError):
+            if (admin / "gitdir").read_text().strip() == str(path / ".git"):
+                return admin
+    return None
 
 
 def _apply(
-    src: Path,
+    src: Checkout,
     series: Series,
     req: BuildRequest,
     store: Store,
     memo_key: str,
     memo: dict[str, object] | None,
+    fuzz: FuzzSandbox,
 ) -> tuple[str, dict[str, object]]:
     """Apply the series on the worktree, or, with a memo, take the worktree (already at the
     remembered commit) as it is."""
@@ -287,9 +376,11 @@ def _apply(
     if memo:
         return str(memo["sha"]), {**info, "method": memo["method"], "notes": memo["notes"]}
     try:
-        applied = apply_series(src, series, fallback=req.patch_fallback)
+        applied = apply_series(src, series, fallback=req.patch_fallback, fuzz=fuzz)
     except PatchFailed as exc:
         raise BuildError(PATCH_FAILED, str(exc), exc.output) from exc
+    except SandboxUnavailable as exc:
+        raise BuildError(INFRA, str(exc)) from exc
     store.remember_series(
         memo_key, {"sha": applied.sha, "method": applied.method, "notes": applied.notes}
     )
@@ -298,41 +389,53 @@ def _apply(
 
 def _compile(
     arch: ArchProfile,
-    src: Path,
+    checkout: Checkout,
     slot_dir: Path,
+    obj: Path,
     sha: str,
     merged: str,
     settings: BuildSettings,
     note: Progress,
 ) -> dict[str, Path]:
-    obj = slot_dir / "obj"
-    obj.mkdir(parents=True, exist_ok=True)
+    src = checkout.path
+    trusted = obj.name != UNTRUSTED_OBJ
     settings.ccache.mkdir(parents=True, exist_ok=True)
-    date = run_git(["log", "-1", "--format=%cD", sha], cwd=src).stdout.strip()
-    sandbox = Sandbox(
-        readable=(src,),
-        writable=(obj, settings.ccache),
-        user=settings.user,
-        env={
-            "CCACHE_DIR": str(settings.ccache),
-            # Paths under the slots folder hash relative, so slots share cache entries.
-            "CCACHE_BASEDIR": str(slot_dir.parent),
-            "CCACHE_NOHASHDIR": "1",
-            # Reproducible: the same sources give the same objects, whichever slot built them.
-            "KBUILD_BUILD_TIMESTAMP": date,
-            "KBUILD_BUILD_USER": "rcubench",
-            "KBUILD_BUILD_HOST": "rcubench",
-        },
-    )
-    try:
-        sandbox.prepare()
-    except (OSError, KeyError) as exc:
-        raise BuildError(INFRA, f"cannot prepare the build sandbox: {exc}") from exc
+    date = checkout.git(["log", "-1", "--format=%cD", sha]).stdout.strip()
+    # The fragment is ours: written outside the object dir, bound read-only.
+    fragment = slot_dir / kconfig.FRAGMENT_NAME
+    fragment.unlink(missing_ok=True)
+    safefile.write_text(fragment, merged)
+    env = {
+        "CCACHE_DIR": str(settings.ccache),
+        # Paths under the slots folder hash relative, so slots share cache entries.
+        "CCACHE_BASEDIR": str(slot_dir.parent),
+        "CCACHE_NOHASHDIR": "1",
+        # Reproducible: the same sources give the same objects, whichever slot built them.
+        "KBUILD_BUILD_TIMESTAMP": date,
+        "KBUILD_BUILD_USER": "rcubench",
+        "KBUILD_BUILD_HOST": "rcubench",
+    }
+    if not trusted:  # reads what trusted builds cached, adds nothing a later build could use
+        env |= {"CCACHE_READONLY": "1", "CCACHE_NOSTATS": "1", "CCACHE_TEMPDIR": "/tmp/ccache"}  # noqa: S108 (private /tmp)
     log_path = slot_dir / "build.log"
+    log_path.unlink(missing_ok=True)
     deadline = time.monotonic() + settings.timeout
     phase = "config"
-    with open(log_path, "w") as log:
-        log.write(f"# rcubench build of {sha} for {arch.name}\n")
+    with cgroup("build", settings.limits) as procs, open(log_path, "x") as log:
+        sandbox = Sandbox(
+            readable=(src, fragment) + (() if trusted else (settings.ccache,)),
+            writable=(obj, settings.ccache) if trusted else (obj,),
+            user=settings.user,
+            env=env,
+            limits=settings.limits,
+            cgroups=procs,
+        )
+        try:
+            sandbox.prepare()
+        except (OSError, KeyError, subprocess.CalledProcessError) as exc:
+            raise BuildError(INFRA, f"cannot prepare the build sandbox: {exc}") from exc
+        log.write(f"# rcubench build of {sha} for {arch.name}, "
+                  f"{'trusted' if trusted else 'untrusted (patch series)'}\n")  # fmt: skip
 
         def step(argv: list[str]) -> int:
             remaining = deadline - time.monotonic()
@@ -342,12 +445,12 @@ def _compile(
             # caller's heartbeat must keep beating through it.
             return run_logged(
                 sandbox.command(argv, cwd=obj), log=log, timeout=remaining, shown=argv,
-                on_line=lambda _line: note(phase),
+                on_line=lambda _line: note(phase), limits=settings.limits,
             )  # fmt: skip
 
         try:
             note(phase)
-            kconfig.configure(step, src, obj, arch, merged)
+            kconfig.configure(step, src, obj, arch, merged, fragment)
             phase = "make"
             note(phase)
             jobs = settings.jobs or len(os.sched_getaffinity(0))
@@ -364,6 +467,10 @@ def _compile(
             raise BuildError(MAKE_FAILED, str(exc), _tail(log_path)) from exc
         except SandboxUnavailable as exc:
             raise BuildError(INFRA, str(exc)) from exc
+        if status != 0 and oom_killed(procs):
+            raise BuildError(MAKE_FAILED, f"make {arch.image_target} was killed at the memory "
+                             f"limit of {settings.limits.memory_bytes / GiB:.1f} GiB",
+                             _tail(log_path))  # fmt: skip
     if status != 0:
         raise BuildError(
             MAKE_FAILED, f"make {arch.image_target} failed:\n{_errors(log_path)}", _tail(log_path)
@@ -376,11 +483,15 @@ def _compile(
     }
 
 
-def _tail(path: Path, lines: int = 200) -> str:
+def _tail(path: Path, lines: int = 200, max_bytes: int = 256 * 1024) -> str:
+    """The last `lines` lines of a log we wrote (its lines are capped), read from the end."""
     try:
-        return "".join(path.read_text(errors="replace").splitlines(keepends=True)[-lines:])
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - max_bytes))
+            text = f.read().decode("utf-8", "replace")
     except FileNotFoundError:
         return ""
+    return "".join(text.splitlines(keepends=True)[-lines:])
 
 
 def _errors(path: Path, limit: int = 20) -> str:

@@ -1,17 +1,21 @@
 """Git operations for builds: per-tree bare mirrors, ref resolution, checkouts.
 
-Every call runs with hooks disabled, no terminal prompts, no system/global config, and
-dangerous transports off; user-supplied revisions are validated and passed after
-`--end-of-options` so none can be read as an option.
+Every call runs with hooks disabled, no fsmonitor, no terminal prompts, no system/global
+config, and dangerous transports off; user-supplied revisions are validated and passed after
+`--end-of-options` so none can be read as an option. Commands on a build worktree name its
+git directory explicitly (`Checkout`), so git never reads the worktree's `.git` file: a file
+a patch could have rewritten to point at a directory, and config, of its own.
 """
 
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 
 from workers.build.sources import validate_tree_url
@@ -20,6 +24,9 @@ from workers.build.store import flocked
 # Revisions as users write them: names, shas, and ~N / ^N suffixes (HEAD~3, v6.12^).
 _REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]*(?:[~^][0-9]*)*$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+# Git sets no limit of its own, but a loose ref is a file whose name is at most 255 bytes
+# (NAME_MAX), and a requested ref is stored in a 255-character column (Revision.ref).
+MAX_REF_LENGTH = 255
 
 
 class GitError(RuntimeError):
@@ -48,6 +55,7 @@ def _env() -> dict[str, str]:
 
 SAFE_CONFIG = (
     "-c", "core.hooksPath=/dev/null",
+    "-c", "core.fsmonitor=false",
     "-c", "protocol.ext.allow=never",
     "-c", "protocol.file.allow=user",
     "-c", "safe.directory=*",
@@ -60,6 +68,7 @@ def run_git(
     *,
     cwd: Path | None = None,
     git_dir: Path | None = None,
+    work_tree: Path | None = None,
     timeout: float = 600,
     check: bool = True,
     stdin: bytes | None = None,
@@ -67,6 +76,8 @@ def run_git(
     cmd = ["git", *SAFE_CONFIG]
     if git_dir is not None:
         cmd += ["--git-dir", str(git_dir)]
+    if work_tree is not None:
+        cmd += ["--work-tree", str(work_tree)]
     cmd += list(args)
     result = subprocess.run(
         cmd,
@@ -84,10 +95,28 @@ def run_git(
     return result
 
 
+@dataclass(frozen=True)
+class Checkout:
+    """A work tree and its git directory, named explicitly on every git command."""
+
+    path: Path
+    git_dir: Path
+
+    def git(
+        self, args: Sequence[str], *, check: bool = True, timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
+        return run_git(args, cwd=self.path, git_dir=self.git_dir, work_tree=self.path,
+                       check=check, timeout=timeout)  # fmt: skip
+
+
 def validate_rev(rev: str) -> str:
     """Return `rev` if it is a well-formed revision, else raise BadRefError naming the flaw."""
     if not rev:
         raise BadRefError("empty ref")
+    if len(rev) > MAX_REF_LENGTH:
+        raise BadRefError(
+            f"ref {rev[:40]!r}... is {len(rev)} characters long; the limit is {MAX_REF_LENGTH}"
+        )
     if rev.startswith("-"):
         raise BadRefError(f"ref {rev!r} starts with '-' (would be read as an option)")
     if not _REV.match(rev) or ".." in rev or "@{" in rev or rev.endswith((".lock", "/", ".")):
@@ -117,22 +146,31 @@ def ensure_mirror(mirrors_dir: Path, url: str, *, allow_local: bool, timeout: fl
     """A bare mirror of `url`, cloned on first use and fetched on every later use.
 
     A lock per mirror serialises the first clone and the fetches: concurrent builds of one
-    tree would otherwise race on the new directory and on the refs.
+    tree would otherwise race on the new directory and on the refs. The first clone is made
+    in a temporary `.<name>.XXXX` directory, removed if it fails (a local path that is not a
+    git directory, say).
     """
     validate_tree_url(url, allow_local=allow_local)
     path = mirror_path(mirrors_dir, url)
     mirrors_dir.mkdir(parents=True, exist_ok=True)
     with mirror_lock(path, timeout=timeout):
         if not (path / "HEAD").exists():
+            # Under the lock, a temporary clone of this mirror (mkdtemp: 8 random characters)
+            # is a killed process's leftover.
+            for stale in mirrors_dir.glob(f".{path.name}.{'?' * 8}"):
+                shutil.rmtree(stale, ignore_errors=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=mirrors_dir))
-            run_git(["init", "--bare", "--quiet", str(tmp)])
-            run_git(["remote", "add", "--mirror=fetch", "origin", "--", url], git_dir=tmp)
-            if url.startswith("/"):
-                # An operator's local tree stays in place: borrow its objects, do not copy.
-                objects = run_git(["rev-parse", "--git-path", "objects"], git_dir=Path(url))
-                source = (Path(url) / objects.stdout.strip()).resolve()
-                (tmp / "objects" / "info" / "alternates").write_text(f"{source}\n")
-            tmp.rename(path)
+            try:
+                run_git(["init", "--bare", "--quiet", str(tmp)])
+                run_git(["remote", "add", "--mirror=fetch", "origin", "--", url], git_dir=tmp)
+                if url.startswith("/"):
+                    # An operator's local tree stays in place: borrow its objects, not copy.
+                    objects = run_git(["rev-parse", "--git-path", "objects"], git_dir=Path(url))
+                    source = (Path(url) / objects.stdout.strip()).resolve()
+                    (tmp / "objects" / "info" / "alternates").write_text(f"{source}\n")
+                tmp.rename(path)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)  # gone already once renamed
         run_git(["fetch", "--quiet", "--prune", "--tags", "origin"], git_dir=path, timeout=timeout)
     return path
 

@@ -12,12 +12,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from workers.build import safefile
 from workers.build.arch import ArchProfile
 
 _SET = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
 _UNSET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
 
 FRAGMENT_NAME = "rcubench.fragment"
+MAX_CONFIG_BYTES = 16 * 2**20  # a real .config is ~100 KB
 
 
 class ConfigError(ValueError):
@@ -53,7 +55,8 @@ def parse(text: str) -> dict[str, str]:
         elif m := _UNSET.match(line):
             options[m.group(1)] = "n"
         elif line and not line.startswith("#"):
-            raise ConfigError(f"line {number}: {raw!r} is not CONFIG_X=value")
+            shown = raw if len(raw) <= 80 else f"{raw[:80]}..."
+            raise ConfigError(f"line {number}: {shown!r} is not CONFIG_X=value")
     return options
 
 
@@ -93,9 +96,12 @@ class ConfigStepFailed(RuntimeError):
     pass
 
 
-def configure(step: Step, src: Path, obj: Path, arch: ArchProfile, merged: str) -> None:
-    """Write obj/.config for `merged` and check that every requested option survived."""
-    (obj / FRAGMENT_NAME).write_text(merged)
+def configure(
+    step: Step, src: Path, obj: Path, arch: ArchProfile, merged: str, fragment: Path
+) -> None:
+    """Make obj/.config from `fragment` (holding `merged`, outside the object dir) inside
+    the sandbox, and check that every requested option survived. The .config is the
+    build's output: it is read without following a link, and a malformed one is a failure."""
     make = ["make", "-C", str(src), f"O={obj}", f"ARCH={arch.make_arch}", "-s"]
     if arch.cross_compile:
         make.append(f"CROSS_COMPILE={arch.cross_compile}")
@@ -108,18 +114,24 @@ def configure(step: Step, src: Path, obj: Path, arch: ArchProfile, merged: str) 
                 "-O",
                 str(obj),
                 str(obj / ".config"),
-                str(obj / FRAGMENT_NAME),
+                str(fragment),
             ],
             [*make, "olddefconfig"],
         ]
     else:  # merge_config.sh -n does exactly this, but writes its temp file into the source
         steps = [
-            [*make, f"KCONFIG_ALLCONFIG={obj / FRAGMENT_NAME}", arch.base_target],
+            [*make, f"KCONFIG_ALLCONFIG={fragment}", arch.base_target],
             [*make, "olddefconfig"],
         ]
     for argv in steps:
         if step(argv) != 0:
             raise ConfigStepFailed(f"{Path(argv[0]).name} {argv[-1]} failed")
-    dropped = dropped_options(parse(merged), parse((obj / ".config").read_text()))
+    try:
+        final = parse(safefile.read_text(obj / ".config", MAX_CONFIG_BYTES))
+    except FileNotFoundError:
+        raise ConfigStepFailed("the config step wrote no .config") from None
+    except (safefile.UnsafeFile, ConfigError) as exc:
+        raise ConfigStepFailed(f"the .config the config step wrote is unusable: {exc}") from None
+    dropped = dropped_options(parse(merged), final)
     if dropped:
         raise ConfigDropped(dropped)

@@ -7,7 +7,9 @@ way the series applied.
 
 import email.policy
 import mailbox
+import os
 import re
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -15,7 +17,8 @@ from email.message import EmailMessage
 from email.utils import getaddresses
 from pathlib import Path
 
-from workers.build.git import run_git
+from workers.build.git import Checkout
+from workers.build.sandbox import DEFAULT_BUILD_USER, Limits, Sandbox, StepTimeout
 
 _SUBJECT_PREFIX = re.compile(r"^\s*(\[[^\]]*\]\s*)+")
 _NUMBERING = re.compile(r"\b(\d+)/(\d+)\]")
@@ -25,10 +28,14 @@ _NOT_APPLY = re.compile(
     r"|already exists in working directory)$",
     re.M,
 )
+# Subjects, authors and message ids are stored and reach mail headers: white space and
+# control characters (CR/LF decoded from an RFC 2047 encoded word, NUL) become one space.
+_NOT_ONE_LINE = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")
 
 
 class SeriesError(ValueError):
-    """The mbox is not a usable patch series (empty, garbled, no diffs)."""
+    """The mbox is not a usable patch series (empty, garbled, no diffs, too many patches, a
+    body in an unknown charset)."""
 
 
 @dataclass(frozen=True)
@@ -75,71 +82,224 @@ class Applied:
     notes: list[str] = field(default_factory=list)
 
 
-def parse_mbox(data: bytes) -> Series:
-    """Read a git format-patch / send-email mbox; the cover letter (no diff) is skipped."""
+def parse_mbox(data: bytes, *, max_patches: int | None = None) -> Series:
+    """Read a git format-patch / send-email mbox; the cover letter (no diff) is skipped.
+
+    More than `max_patches` patches are refused, counted before the mbox is parsed. Every
+    subject, author and message id comes out as one line (`_one_line`). A body in a charset
+    Python does not know is refused: a patch that cannot be decoded cannot be trusted to
+    apply.
+    """
     if not data.strip():
         raise SeriesError("the mbox is empty")
     if not data.startswith(b"From "):
         raise SeriesError("not an mbox: it does not start with a 'From ' line")
+    if max_patches is not None:
+        # Each line starting "From " begins a message, as mailbox splits them: counting them
+        # is cheap, while parsing 200k messages took 19 s.
+        count = data.count(b"\nFrom ") + 1
+        if count > max_patches + 1:  # the patches and a cover letter
+            raise SeriesError(
+                f"the mbox has {count} messages; a series may have at most {max_patches} "
+                "patches (and a cover letter)"
+            )
     with tempfile.NamedTemporaryFile(suffix=".mbox") as f:
         f.write(data)
         f.flush()
         box = mailbox.mbox(f.name, factory=None, create=False)
         raws = [box.get_bytes(key, from_=True) for key in box.iterkeys()]
-    messages = [email.message_from_bytes(raw, policy=email.policy.default) for raw in raws]
+    messages = [_read_message(n, raw) for n, raw in enumerate(raws, 1)]
     patches: list[Patch] = []
-    cover: EmailMessage | None = None
-    for raw, msg in zip(raws, messages, strict=True):
-        body = _body(msg)
-        if re.search(r"^diff --git |^--- a/", body, re.M):
+    cover: _Message | None = None
+    for m in messages:
+        if re.search(r"^diff --git |^--- a/", m.body, re.M):
             patches.append(
                 Patch(
                     index=len(patches) + 1,
-                    subject=_clean_subject(str(msg["Subject"] or "")),
-                    author=_author(msg),
-                    message_id=str(msg["Message-Id"] or "").strip(),
-                    diff=body,
-                    raw=raw if raw.endswith(b"\n") else raw + b"\n",
+                    subject=_clean_subject(m.subject),
+                    author=m.author,
+                    message_id=m.message_id,
+                    diff=m.body,
+                    raw=m.raw if m.raw.endswith(b"\n") else m.raw + b"\n",
                 )
             )
-        elif cover is None and _NUMBERING.search(str(msg["Subject"] or "")):
-            cover = msg
+        elif cover is None and _NUMBERING.search(m.subject):
+            cover = m
     if not patches:
         raise SeriesError(f"the mbox has {len(messages)} message(s) but no patch (no diff)")
+    if max_patches is not None and len(patches) > max_patches:
+        raise SeriesError(f"the series has {len(patches)} patches; the limit is {max_patches}")
     head = cover or messages[0]
     return Series(
         patches=tuple(patches),
-        subject=str(head["Subject"] or patches[0].subject).strip(),
-        message_id=str(head["Message-Id"] or "").strip(),
-        author=_author(head),
+        subject=head.subject or patches[0].subject,
+        message_id=head.message_id,
+        author=head.author,
     )
+
+
+@dataclass(frozen=True)
+class _Message:
+    raw: bytes
+    subject: str
+    author: str
+    message_id: str
+    body: str
+
+
+def _read_message(n: int, raw: bytes) -> _Message:
+    """The `n`th message of the mbox; a SeriesError names it."""
+    msg = email.message_from_bytes(raw, policy=email.policy.default)
+    try:
+        return _Message(raw, _header(msg, "Subject"), _author(msg), _header(msg, "Message-Id"),
+                        _body(msg))  # fmt: skip
+    except SeriesError as exc:
+        raise SeriesError(f"message {n} of the mbox: {exc}") from None
+
+
+def _header(msg: EmailMessage, name: str) -> str:
+    """The header's decoded value on one line ('' when absent)."""
+    try:
+        value = msg[name]
+    except (ValueError, LookupError) as exc:  # the stdlib refuses, e.g., CR/LF in an address
+        raise SeriesError(f"its {name} header cannot be read: {exc}") from None
+    return _one_line(str(value or ""))
+
+
+def _one_line(text: str) -> str:
+    return _NOT_ONE_LINE.sub(" ", text).strip()
 
 
 def _body(msg: EmailMessage) -> str:
     part = msg.get_body(preferencelist=("plain",)) or msg
     payload = part.get_payload(decode=True)
     if isinstance(payload, bytes):
-        return payload.decode(part.get_content_charset() or "utf-8", "replace")
+        charset = part.get_content_charset() or "utf-8"
+        try:
+            return payload.decode(charset, "replace")
+        except (LookupError, UnicodeError):  # unknown, or not a text codec (rot13, undefined)
+            raise SeriesError(
+                f"its body is in an unknown charset {charset!r}; a patch that cannot be "
+                "decoded cannot be trusted to apply"
+            ) from None
     return str(part.get_payload())
 
 
 def _clean_subject(subject: str) -> str:
-    return _SUBJECT_PREFIX.sub("", " ".join(subject.split()))
+    return _SUBJECT_PREFIX.sub("", _one_line(subject))
 
 
 def _author(msg: EmailMessage) -> str:
-    addresses = getaddresses([str(msg["From"] or "")])
+    addresses = getaddresses([_header(msg, "From")])
     name, addr = addresses[0] if addresses else ("", "")
     return f"{name} <{addr}>" if name else addr
 
 
-def apply_series(checkout: Path, series: Series, *, fallback: bool) -> Applied:
+class PatchRefused(PatchFailed):
+    """A patch names a path rcubench never lets a patch touch (.git, outside the tree, a
+    symlink): refused before anything is applied."""
+
+    def __str__(self) -> str:
+        return f"patch {self.index} ({self.subject!r}) is refused: {self.file}: {self.hunk}"
+
+
+@dataclass(frozen=True)
+class FuzzSandbox:
+    """Where and as whom `patch -F3` runs: on throwaway copies under `scratch`, in the
+    build sandbox, never on the worktree itself."""
+
+    scratch: Path
+    user: str | None = DEFAULT_BUILD_USER
+    limits: Limits = field(default_factory=Limits)
+    timeout: float = 120.0
+
+
+_DIFF_GIT = re.compile(r"^diff --git (.+)$", re.M)
+_NAMED = re.compile(r"^(?:--- |\+\+\+ |(?:rename|copy) (?:from|to) )(.+)$", re.M)
+_MODE = re.compile(
+    r"^(?:new file mode|new mode|index [0-9a-f]+\.\.[0-9a-f]+) (?P<mode>120000|160000)$", re.M
+)
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def touched_paths(patch: Patch) -> list[str]:
+    """The tree paths `patch` names (p1: without the a/ or b/), after refusing what no
+    patch may do here: a path in .git, an absolute path or one with '..', a symlink or
+    submodule. Over-inclusive on purpose: any header-like line counts."""
+    names: list[str] = []
+    for line in _DIFF_GIT.findall(patch.diff):
+        names += _header_names(line)
+    for raw in _NAMED.findall(patch.diff):
+        raw = raw.split("\t", 1)[0]
+        names.append(_unquote(raw[1:-1]) if raw.startswith('"') and raw.endswith('"') else raw)
+    paths: list[str] = []
+    for name in names:
+        name = name.strip()
+        if name in ("/dev/null", ""):
+            continue
+        if name.startswith("/"):
+            raise _refused(patch, name, "an absolute path, outside the tree")
+        parts = name.split("/")
+        path = "/".join(parts[1:]) if len(parts) > 1 else name  # -p1, as git am and patch
+        if any(p == ".." for p in parts):
+            raise _refused(patch, path, "a path with '..', outside the tree")
+        if any(p.lower() == ".git" for p in parts):
+            raise _refused(patch, path, "a path inside .git")
+        paths.append(path)
+    if m := _MODE.search(patch.diff):
+        kind = "a symbolic link" if m.group("mode") == "120000" else "a submodule"
+        last = _DIFF_GIT.findall(patch.diff[: m.start()])
+        name = _header_names(last[-1])[-1].split("/", 1)[-1] if last else "(unnamed file)"
+        raise _refused(patch, name, f"it makes {kind}")
+    return sorted(set(paths))
+
+
+def _header_names(line: str) -> list[str]:
+    """The two names of a `diff --git` line (a/..., b/...), quoted or not."""
+    if quoted := _QUOTED.findall(line):
+        return [_unquote(q) for q in quoted]
+    old, sep, new = line.partition(" b/")
+    return [old, f"b/{new}"] if sep else [line]
+
+
+def _unquote(text: str) -> str:
+    """A path as git quotes it (C escapes, octal bytes) as text."""
+    out = bytearray()
+    i = 0
+    escapes = {"n": 10, "t": 9, '"': 34, "\\": 92, "a": 7, "b": 8, "f": 12, "r": 13, "v": 11}
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt in "01234567" and re.match(r"[0-7]{3}", text[i + 1 : i + 4]):
+                out.append(int(text[i + 1 : i + 4], 8))
+                i += 4
+                continue
+            out.append(escapes.get(nxt, ord(nxt) if nxt.isascii() else 63))
+            i += 2
+            continue
+        out += ch.encode()
+        i += 1
+    return out.decode("utf-8", "replace")
+
+
+def _refused(patch: Patch, path: str, why: str) -> PatchRefused:
+    return PatchRefused(patch.index, patch.subject, path, why, [], "")
+
+
+def apply_series(
+    checkout: Checkout, series: Series, *, fallback: bool, fuzz: FuzzSandbox | None = None
+) -> Applied:
     """Apply every patch of the series on the checkout's HEAD and return the new HEAD.
 
-    Without `fallback` only a clean `git am` is accepted. With it, a failed `git am` is
-    retried with `git am -3`, then patch by patch with `patch -F3` (fuzz). The commit dates
-    are the patches' author dates so the same series on the same base gives the same sha.
+    Every patch's paths are checked first (`touched_paths`). Without `fallback` only a
+    clean `git am` is accepted. With it, a failed `git am` is retried with `git am -3`, then
+    patch by patch with `patch -F3` (fuzz), which runs in the build sandbox on throwaway
+    copies (`fuzz`). The commit dates are the patches' author dates so the same series on
+    the same base gives the same sha.
     """
+    for patch in series.patches:
+        touched_paths(patch)
     base = _head(checkout)
     with tempfile.NamedTemporaryFile(suffix=".mbox") as f:
         # Only the patches: git am stops at a cover letter ("Patch is empty").
@@ -150,6 +310,7 @@ def apply_series(checkout: Path, series: Series, *, fallback: bool) -> Applied:
         if failure is None:
             return Applied(_head(checkout), "git am")
         if not fallback:
+            _reset(checkout, base)
             raise _describe(failure, series, tried)
         _reset(checkout, base)
         tried.append("git am -3")
@@ -157,48 +318,125 @@ def apply_series(checkout: Path, series: Series, *, fallback: bool) -> Applied:
             return Applied(_head(checkout), "git am -3")
         _reset(checkout, base)
         tried.append("patch -F3")
-        return _apply_with_fuzz(checkout, Path(f.name), series, base, tried)
+        if fuzz is None:
+            raise ValueError("the fuzz fallback needs a FuzzSandbox")
+        return _apply_with_fuzz(checkout, Path(f.name), series, base, tried, fuzz)
 
 
-def _am(checkout: Path, mbox: Path, extra: list[str]) -> str | None:
-    result = run_git(
-        ["am", "--quiet", "--committer-date-is-author-date", *extra, str(mbox)],
-        cwd=checkout,
-        check=False,
+def _am(checkout: Checkout, mbox: Path, extra: list[str]) -> str | None:
+    result = checkout.git(
+        ["am", "--quiet", "--committer-date-is-author-date", *extra, str(mbox)], check=False
     )
     return None if result.returncode == 0 else result.stdout + result.stderr
 
 
 def _apply_with_fuzz(
-    checkout: Path, mbox: Path, series: Series, base: str, tried: list[str]
-) -> Applied:
+    checkout: Checkout, mbox: Path, series: Series, base: str, tried: list[str],
+    fuzz: FuzzSandbox,
+) -> Applied:  # fmt: skip
     notes = []
+    fuzzed: set[int] = set()
     failure = _am(checkout, mbox, [])
     while failure is not None:
         index = _current_patch(checkout)
         patch = series.patches[index - 1]
-        result = subprocess.run(
-            ["patch", "-p1", "-F3", "--no-backup-if-mismatch", "--batch", "--reject-file=-"],
-            cwd=checkout,
-            input=patch.diff,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        if index in fuzzed:  # git am is still at it: fuzz changed nothing it could commit
+            _reset(checkout, base)
+            raise PatchFailed(index, patch.subject, ", ".join(touched_paths(patch)),
+                              "it changes nothing once applied with fuzz (its hunks cancel "
+                              "out)", tried, failure.strip())  # fmt: skip
+        fuzzed.add(index)
+        try:
+            result = _fuzz_one(checkout, patch, fuzz)
+        except PatchFailed:
+            _reset(checkout, base)
+            raise
         if result.returncode != 0:
-            output = failure + "\n--- patch -F3 ---\n" + result.stdout + result.stderr
+            output = failure + "\n--- patch -F3 ---\n" + result.stdout
             _reset(checkout, base)
             raise _describe(output, series, tried, index=index)
         notes.append(f"patch {index} applied with fuzz: {result.stdout.strip()}")
-        run_git(["add", "--all", "--", "."], cwd=checkout)
-        cont = run_git(["am", "--continue"], cwd=checkout, check=False)
+        checkout.git(["add", "--all", "--", "."])
+        cont = checkout.git(["am", "--continue"], check=False)
         failure = None if cont.returncode == 0 else cont.stdout + cont.stderr
     return Applied(_head(checkout), "patch -F3", notes)
 
 
-def _current_patch(checkout: Path) -> int:
-    git_dir = Path(run_git(["rev-parse", "--absolute-git-dir"], cwd=checkout).stdout.strip())
-    return int((git_dir / "rebase-apply" / "next").read_text())
+def _fuzz_one(
+    checkout: Checkout, patch: Patch, fuzz: FuzzSandbox
+) -> subprocess.CompletedProcess[str]:
+    """`patch -F3` of one patch, in the sandbox, on copies of the files it names; what it
+    wrote is checked and copied back into the worktree without following any link."""
+    paths = touched_paths(patch)
+    fuzz.scratch.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="fuzz-", dir=fuzz.scratch))
+    try:
+        work.chmod(0o755)
+        before = set()
+        for path in paths:
+            src = _in_tree(checkout.path, path, patch)
+            if src.exists():
+                if not src.is_file():
+                    raise _refused(patch, path, "not a regular file in the tree")
+                (work / path).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, work / path, follow_symlinks=False)
+                before.add(path)
+        sandbox = Sandbox(readable=(), writable=(work,), user=fuzz.user, limits=fuzz.limits)
+        sandbox.prepare()
+        argv = ["patch", "-p1", "-F3", "--no-backup-if-mismatch", "--batch", "--reject-file=-"]
+        try:
+            result = sandbox.run(argv, work, stdin=patch.diff, timeout=fuzz.timeout)
+        except StepTimeout as exc:
+            raise PatchFailed(patch.index, patch.subject, "", f"patch -F3 {exc}", [],
+                              "") from None  # fmt: skip
+        if result.returncode == 0:
+            _copy_back(work, checkout.path, set(paths), before, patch)
+        return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _in_tree(root: Path, rel: str, patch: Patch) -> Path:
+    """`root/rel`, refused when any directory on the way is not a real directory."""
+    path = root
+    for part in rel.split("/")[:-1]:
+        path = path / part
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            raise _refused(patch, rel, f"it goes through {path.relative_to(root)}, which is not "
+                           "a directory (a symbolic link?)")  # fmt: skip
+    target = path / rel.split("/")[-1]
+    if target.is_symlink():
+        raise _refused(patch, rel, "a symbolic link in the tree")
+    return target
+
+
+def _copy_back(work: Path, tree: Path, named: set[str], before: set[str], patch: Patch) -> None:
+    after = set()
+    for entry in sorted(work.rglob("*")):
+        rel = entry.relative_to(work).as_posix()
+        if entry.is_symlink() or not (entry.is_file() or entry.is_dir()):
+            raise _refused(patch, rel, "patch -F3 made something other than a file there")
+        if entry.is_file():
+            if rel not in named:
+                raise _refused(patch, rel, "patch -F3 wrote a file the patch does not name")
+            after.add(rel)
+    for rel in sorted(after):
+        dst = _in_tree(tree, rel, patch)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        _in_tree(tree, rel, patch)  # the directories just made are ours, but check again
+        tmp = dst.with_name(f".{dst.name}.rcubench-fuzz")
+        tmp.unlink(missing_ok=True)
+        mode = 0o755 if os.stat(work / rel).st_mode & 0o111 else 0o644
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        with os.fdopen(fd, "wb") as out, open(work / rel, "rb") as data:
+            shutil.copyfileobj(data, out)
+        os.replace(tmp, dst)
+    for rel in sorted(before - after):  # deleted by the patch
+        _in_tree(tree, rel, patch).unlink(missing_ok=True)
+
+
+def _current_patch(checkout: Checkout) -> int:
+    return int((checkout.git_dir / "rebase-apply" / "next").read_text())
 
 
 def _describe(output: str, series: Series, tried: list[str], index: int = 0) -> PatchFailed:
@@ -235,10 +473,10 @@ def _hunk_at(series: Series, index: int, file: str, line: int) -> str:
     return f"hunk at line {line}"
 
 
-def _head(checkout: Path) -> str:
-    return run_git(["rev-parse", "HEAD"], cwd=checkout).stdout.strip()
+def _head(checkout: Checkout) -> str:
+    return checkout.git(["rev-parse", "HEAD"]).stdout.strip()
 
 
-def _reset(checkout: Path, base: str) -> None:
-    run_git(["am", "--abort"], cwd=checkout, check=False)
-    run_git(["reset", "--quiet", "--hard", base], cwd=checkout)
+def _reset(checkout: Checkout, base: str) -> None:
+    checkout.git(["am", "--abort"], check=False)
+    checkout.git(["reset", "--quiet", "--hard", base])

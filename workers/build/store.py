@@ -16,12 +16,15 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from workers.build import safefile
+
 META = "meta.json"
+STALE_TMP_SECONDS = 3600.0  # a temporary dir this old belongs to a killed worker
 
 
 class NoSpace(RuntimeError):
@@ -37,8 +40,11 @@ def cache_key(sha: str, arch: str, config_hash: str, toolchain: str) -> str:
 
 
 @contextmanager
-def flocked(path: Path, *, timeout: float) -> Iterator[None]:
-    """Hold an exclusive flock on `path`, waiting up to `timeout` seconds for it."""
+def flocked(
+    path: Path, *, timeout: float, waiting: Callable[[str], None] | None = None
+) -> Iterator[None]:
+    """Hold an exclusive flock on `path`, waiting up to `timeout` seconds for it; `waiting`
+    is called while it waits (the caller's heartbeat)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as f:
         deadline = time.monotonic() + timeout
@@ -49,6 +55,8 @@ def flocked(path: Path, *, timeout: float) -> Iterator[None]:
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise LockTimeout(f"{path.name} still locked after {timeout:.0f} s") from None
+                if waiting is not None:
+                    waiting("wait")
                 time.sleep(0.2)
         try:
             os.utime(path)  # last use, for LRU pruning of slots
@@ -102,28 +110,40 @@ class Store:
         os.utime(meta)
         return data
 
-    def key_lock(self, key: str, *, timeout: float) -> AbstractContextManager[None]:
-        return flocked(self.locks / f"key-{key}.lock", timeout=timeout)
+    def key_lock(
+        self, key: str, *, timeout: float, waiting: Callable[[str], None] | None = None
+    ) -> AbstractContextManager[None]:
+        return flocked(self.locks / f"key-{key}.lock", timeout=timeout, waiting=waiting)
 
-    def slot_lock(self, slot: str, *, timeout: float) -> AbstractContextManager[None]:
-        return flocked(self.locks / f"slot-{slot}.lock", timeout=timeout)
+    def slot_lock(
+        self, slot: str, *, timeout: float, waiting: Callable[[str], None] | None = None
+    ) -> AbstractContextManager[None]:
+        return flocked(self.locks / f"slot-{slot}.lock", timeout=timeout, waiting=waiting)
 
     def slot_dir(self, slot: str) -> Path:
         return self.root / "slots" / slot
 
-    def publish(self, key: str, files: dict[str, Path], meta: dict[str, object]) -> Path:
-        """Copy `files` (name -> path) and `meta` in under `key`, atomically."""
+    def publish(
+        self, key: str, files: dict[str, Path], meta: dict[str, object], *, limit: int
+    ) -> Path:
+        """Copy `files` (name -> path) and `meta` in under `key`, atomically. The files come
+        from a build directory: each must be a regular file of at most `limit` bytes
+        (safefile.UnsafeFile otherwise), and nothing is left behind on any failure."""
         final = self.artifact_dir(key)
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = final.with_name(f".{key}.{os.getpid()}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        for name, src in files.items():
-            shutil.copyfile(src, tmp / name)
-        (tmp / META).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        if final.exists():  # a pruned-and-rebuilt key, or a stale leftover: replace it
-            shutil.rmtree(final)
-        tmp.rename(final)
+        try:
+            for name, src in files.items():
+                safefile.copy(src, tmp / name, limit)
+            (tmp / META).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+            if final.exists():  # a pruned-and-rebuilt key, or a stale leftover: replace it
+                shutil.rmtree(final)
+            tmp.rename(final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         return final
 
     def series_memo(self, memo_key: str) -> dict[str, object] | None:
@@ -147,12 +167,12 @@ class Store:
         self.root.mkdir(parents=True, exist_ok=True)
         return shutil.disk_usage(self.root).free
 
-    def ensure_free(self, need: int) -> list[str]:
+    def ensure_free(self, need: int, *, keep: Collection[str] = ()) -> list[str]:
         """Raise NoSpace unless `need` bytes are free; short of that, prune every unlocked
-        artifact and all slots but the most recently used, then check again."""
+        artifact not in `keep` and all slots but the most recently used, then check again."""
         if self.free_bytes() >= need:
             return []
-        pruned = self.prune(max_artifact_bytes=0, max_slots=1)
+        pruned = self.prune(max_artifact_bytes=0, max_slots=1, keep=keep)
         free = self.free_bytes()
         if free < need:
             raise NoSpace(
@@ -161,10 +181,14 @@ class Store:
             )
         return pruned
 
-    def prune(self, *, max_artifact_bytes: int, max_slots: int) -> list[str]:
+    def prune(
+        self, *, max_artifact_bytes: int, max_slots: int, keep: Collection[str] = ()
+    ) -> list[str]:
         """Delete least recently used artifacts beyond `max_artifact_bytes` and slots beyond
-        `max_slots`. Anything locked (in use) is skipped. Returns what was deleted."""
-        pruned = []
+        `max_slots`, and temporary dirs that killed workers left. Anything locked (in use)
+        or in `keep` (needed by queued or running comparisons) is skipped. Returns what was
+        deleted."""
+        pruned = self._stale_temporaries()
         self.locks.mkdir(parents=True, exist_ok=True)
         artifacts = sorted(
             (p for p in (self.root / "artifacts").glob("??/*") if (p / META).exists()),
@@ -175,6 +199,8 @@ class Store:
         for path in artifacts:
             if total <= max_artifact_bytes:
                 break
+            if path.name in keep:
+                continue
             fd = _try_flock(self.locks / f"key-{path.name}.lock")
             if fd is None:
                 continue
@@ -198,6 +224,23 @@ class Store:
             finally:
                 _release(fd)
         return pruned
+
+    def _stale_temporaries(self) -> list[str]:
+        cutoff = time.time() - STALE_TMP_SECONDS
+        found = [
+            *(self.root / "artifacts").glob("??/.*.tmp"),
+            *(self.root / "series").glob("*.tmp"),
+        ]
+        gone = []
+        for path in found:
+            with contextlib.suppress(FileNotFoundError):
+                if path.lstat().st_mtime < cutoff:
+                    if path.is_dir() and not path.is_symlink():
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        path.unlink()
+                    gone.append(f"temporary {path.name}")
+        return gone
 
 
 def _mtime(path: Path) -> float:

@@ -1,11 +1,9 @@
 """Build service: requests become Build rows, the build task records what the engine did."""
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.conf import settings as django_settings
 
 from benchmarks.registry import BENCHMARKS, kconfig_for
 from webapp.factories import BuildFactory, RevisionFactory, TreeFactory
@@ -18,24 +16,6 @@ from workers.build.tests.conftest import BASE_TAG, DEFAULT_TREE, FIXTURES
 # Every benchmark's Kconfig, as the session's shared kernels (root conftest) are built.
 BENCH = kconfig_for(BENCHMARKS)
 PERF_FIXTURES = Path(__file__).resolve().parents[3] / "perf" / "fixtures"
-
-
-@pytest.fixture
-def data_dir(settings, monkeypatch, kernel_data_dir) -> Iterator[Path]:
-    """The session's kernel data dir and the machine's ccache, in the settings and in the
-    environment (for a worker process started after this fixture)."""
-    root = kernel_data_dir
-    overrides = {
-        "RCUBENCH_CCACHE_DIR": str(django_settings.RCUBENCH_CCACHE_DIR),
-        "RCUBENCH_DATA_DIR": str(root),
-        "RCUBENCH_BUILD_MIN_FREE_GB": "1",
-    }
-    for name, value in overrides.items():
-        monkeypatch.setenv(name, value)
-    settings.RCUBENCH_CCACHE_DIR = overrides["RCUBENCH_CCACHE_DIR"]
-    settings.RCUBENCH_DATA_DIR = str(root)
-    settings.RCUBENCH_BUILD_MIN_FREE_GB = 1.0
-    return root
 
 
 def _revision(ref: str = BASE_TAG, **kw: object):

@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,3 +44,12 @@ def checkout(_checkout, base_sha) -> Iterator[Path]:
     run_git(["reset", "--quiet", "--hard", base_sha], cwd=_checkout)
     run_git(["clean", "-qfdx"], cwd=_checkout)
     shutil.rmtree(_checkout / ".git" / "rebase-apply", ignore_errors=True)
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A directory the unprivileged build user can reach (pytest's tmp dirs are root's)."""
+    path = Path(tempfile.mkdtemp(prefix="rcubench-scratch-", dir="/var/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

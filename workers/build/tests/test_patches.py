@@ -1,8 +1,21 @@
 import pytest
 
-from workers.build.git import run_git
-from workers.build.patches import PatchFailed, SeriesError, apply_series, parse_mbox
+from workers.build.git import Checkout, run_git
+from workers.build.patches import (
+    Applied,
+    FuzzSandbox,
+    PatchFailed,
+    SeriesError,
+    apply_series,
+    parse_mbox,
+)
 from workers.build.tests.conftest import FIXTURES
+
+
+def _apply(checkout, mbox: bytes, *, fallback: bool, scratch=None) -> Applied:
+    co = Checkout(checkout, checkout / ".git")
+    fuzz = FuzzSandbox(scratch) if scratch is not None else None
+    return apply_series(co, parse_mbox(mbox), fallback=fallback, fuzz=fuzz)
 
 
 def _mbox(name: str) -> bytes:
@@ -37,7 +50,7 @@ def test_unusable_mbox_is_refused(data, message):
 
 def test_two_patch_series_applies_reproducibly(checkout, base_sha):
     mbox = _mbox("two-patches.mbox")
-    applied = apply_series(checkout, parse_mbox(mbox), fallback=False)
+    applied = _apply(checkout, mbox, fallback=False)
     assert applied.method == "git am"
     log = run_git(["log", "--format=%s", f"{base_sha}..HEAD"], cwd=checkout).stdout
     assert log.splitlines() == [
@@ -47,14 +60,14 @@ def test_two_patch_series_applies_reproducibly(checkout, base_sha):
     assert "holdoff, 1," in (checkout / "kernel/rcu/rcuscale.c").read_text()
     # Same base + same series = same sha (committer identity and dates are fixed).
     run_git(["reset", "--quiet", "--hard", base_sha], cwd=checkout)
-    again = apply_series(checkout, parse_mbox(mbox), fallback=False)
+    again = _apply(checkout, mbox, fallback=False)
     assert again.sha == applied.sha
 
 
 def test_failed_patch_names_index_subject_file_and_hunk(checkout, base_sha):
     mbox = _mbox("needs-fuzz.mbox")
     with pytest.raises(PatchFailed) as exc:
-        apply_series(checkout, parse_mbox(mbox), fallback=False)
+        _apply(checkout, mbox, fallback=False)
     failure = exc.value
     assert failure.index == 1
     assert failure.subject == "rcuscale: Halve the default holdoff"
@@ -67,9 +80,9 @@ def test_failed_patch_names_index_subject_file_and_hunk(checkout, base_sha):
     assert run_git(["rev-parse", "HEAD"], cwd=checkout).stdout.strip() == base_sha
 
 
-def test_fallback_applies_with_fuzz_and_says_so(checkout, base_sha):
+def test_fallback_applies_with_fuzz_and_says_so(checkout, base_sha, scratch):
     mbox = _mbox("needs-fuzz.mbox")
-    applied = apply_series(checkout, parse_mbox(mbox), fallback=True)
+    applied = _apply(checkout, mbox, fallback=True, scratch=scratch)
     assert applied.method == "patch -F3"
     assert "fuzz" in applied.notes[0]
     assert "holdoff, 5," in (checkout / "kernel/rcu/rcuscale.c").read_text()
@@ -77,10 +90,10 @@ def test_fallback_applies_with_fuzz_and_says_so(checkout, base_sha):
     assert subject.splitlines() == ["rcuscale: Halve the default holdoff", "Ada Example"]
 
 
-def test_conflict_fails_after_every_fallback(checkout, base_sha):
+def test_conflict_fails_after_every_fallback(checkout, base_sha, scratch):
     mbox = _mbox("conflict.mbox")
     with pytest.raises(PatchFailed) as exc:
-        apply_series(checkout, parse_mbox(mbox), fallback=True)
+        _apply(checkout, mbox, fallback=True, scratch=scratch)
     assert exc.value.tried == ["git am", "git am -3", "patch -F3"]
     assert exc.value.file == "kernel/rcu/rcuscale.c"
     assert run_git(["rev-parse", "HEAD"], cwd=checkout).stdout.strip() == base_sha
