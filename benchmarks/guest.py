@@ -5,7 +5,7 @@
     RCUBENCH-RECORD <metric> <value> [<value> ...]
     RCUBENCH-END v1 bench=<name> status=ok records=<n>
 A frame without its END line, with a record count that does not match, with status other
-than ok, or with a value that is not a number is a ParseError: never partial data.
+than ok, or with a value that is not a finite number is a ParseError: never partial data.
 """
 
 import math
@@ -35,7 +35,7 @@ class Frame:
 
 def ready_uptime(console: str) -> float | None:
     m = _READY.search(console)
-    return float(m.group("uptime")) if m else None
+    return _number(m.group("uptime"), m.group()) if m else None
 
 
 def parse_frame(console: str, bench: str) -> Frame:
@@ -50,23 +50,25 @@ def parse_frame(console: str, bench: str) -> Frame:
     for line in lines[begin + 1 :]:
         if m := _END.search(line):
             if m.group("v") != VERSION:
-                raise ParseError(f"frame version {m.group('v')}, expected {VERSION}")
+                raise ParseError(f"frame version {_shown(m.group('v'))}, expected {VERSION}")
             if m.group("status") != "ok":
-                why = m.group("reason") or "no reason given"
-                detail = f": {' | '.join(stderr[-5:])}" if stderr else ""
+                why = _shown(m.group("reason") or "no reason given")
+                detail = f": {' | '.join(_shown(e) for e in stderr[-5:])}" if stderr else ""
                 raise ParseError(f"{bench} failed in the guest ({why}){detail}")
-            if int(m.group("records")) != count:
+            if len(m.group("records")) > 9 or int(m.group("records")) != count:
                 raise ParseError(
-                    f"{bench}: END says {m.group('records')} records, the console has {count}"
-                    " (lines lost or garbled)"
+                    f"{bench}: END says {m.group('records')[:20]} records, the console has "
+                    f"{count} (lines lost or garbled)"
                 )
             return Frame(bench, {k: tuple(v) for k, v in records.items()}, ready_uptime(console))
         if m := _STDERR.search(line):
             stderr.append(m.group("line"))
-        elif "RCUBENCH-RECORD" in line:
-            rec = _RECORD.search(line)
+        elif (at := line.find("RCUBENCH-RECORD")) >= 0:
+            # Tried where the marker first occurs, not at every later one: each try reads
+            # to the line's end, so searching a line of repeated markers was quadratic.
+            rec = _RECORD.match(line, at)
             if rec is None:
-                raise ParseError(f"garbled record line: {line.strip()!r}")
+                raise ParseError(f"garbled record line: {_shown(line)!r}")
             values = [_number(v, line) for v in rec.group("values").split()]
             records.setdefault(rec.group("metric"), []).extend(values)
             count += 1
@@ -77,7 +79,13 @@ def _number(text: str, line: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise ParseError(f"not a number {text!r} in {line.strip()!r}") from None
+        raise ParseError(f"not a number {_shown(text)!r} in {_shown(line)!r}") from None
     if not math.isfinite(value):
-        raise ParseError(f"non-finite value {text!r} in {line.strip()!r}")
+        raise ParseError(f"non-finite value {_shown(text)!r} in {_shown(line)!r}")
     return value
+
+
+def _shown(text: str, limit: int = 200) -> str:
+    """Console text quoted in a reason: a line can be megabytes long."""
+    text = text.strip()
+    return text if len(text) <= limit else f"{text[:limit]}..."

@@ -1,5 +1,6 @@
 """Every benchmark rcubench runs: its spec and its parser, by name."""
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -9,7 +10,7 @@ from benchmarks.bpf_slab import parser as bpf_slab_parser
 from benchmarks.bpf_slab.spec import SPEC as BPF_SLAB
 from benchmarks.smt_toggle import parser as smt_toggle_parser
 from benchmarks.smt_toggle.spec import SPEC as SMT_TOGGLE
-from benchmarks.spec import BenchmarkSpec, Parsed, RunContext
+from benchmarks.spec import BenchmarkSpec, Kind, Parsed, ParseError, RunContext
 from benchmarks.sync_rcu_latency import parser as sync_rcu_parser
 from benchmarks.sync_rcu_latency.spec import EXPEDITED as SYNC_RCU_EXP
 from benchmarks.sync_rcu_latency.spec import SPEC as SYNC_RCU
@@ -19,6 +20,21 @@ from benchmarks.sync_rcu_latency.spec import SPEC as SYNC_RCU
 class Benchmark:
     spec: BenchmarkSpec
     parse: Callable[[str, RunContext], Parsed]
+
+    def measure(self, console: str, ctx: RunContext) -> Parsed:
+        """The spec's metrics from one run's console: the parser's output, held to the
+        spec (every metric, finite values, one for a VALUE metric) so that no garbled
+        console becomes data; anything else is a ParseError naming the problem."""
+        parsed = self.parse(console, ctx)
+        for metric in self.spec.metrics:
+            values = parsed.get(metric.name)
+            if not values:
+                raise ParseError(f"{self.spec.name}: no value for {metric.name}")
+            if metric.kind is Kind.VALUE and len(values) != 1:
+                raise ParseError(f"{self.spec.name}: {len(values)} values for {metric.name}")
+            if not all(math.isfinite(v) for v in values):
+                raise ParseError(f"{self.spec.name}: a non-finite value for {metric.name}")
+        return parsed
 
 
 BENCHMARKS: dict[str, Benchmark] = {

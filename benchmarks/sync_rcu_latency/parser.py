@@ -7,7 +7,8 @@ Lines read (timestamps and the "rcu-scale:" prefix as the kernel prints them):
     rcu-scale:    0 writer-duration:    62 5993897          (writer, index, ns)
 Every writer must have exactly `gps` contiguous writer-duration lines: a console cut off
 mid-way is an error, never a shorter sample. rcuscale's own "!!!" complaints (all grace
-periods expedited, none normal to measure) are errors too.
+periods expedited, none normal to measure) are errors too. So is any number out of the range
+rcuscale can print, checked before anything is sized by it: the console is the kernel's.
 """
 
 import re
@@ -26,6 +27,11 @@ _DURATION = re.compile(
     _TS + r"rcu-scale:\s+(?P<w>\d+) writer-duration:\s+(?P<i>\d+) (?P<ns>\d+)\s*$", re.M
 )
 _COMPLAINT = re.compile(_TS + r"rcu-scale:!!! (?P<what>.*)$", re.M)
+# rcuscale keeps at most MAX_MEAS durations per writer (kernel/rcu/rcuscale.c), and runs at
+# most one writer per CPU (CONFIG_NR_CPUS is at most 8192).
+MAX_MEAS = 10000
+MAX_WRITERS = 8192
+_NS_MAX = 2**64 - 1  # times and counts are u64 at most
 
 
 def params(console: str) -> dict[str, str]:
@@ -40,37 +46,54 @@ def parse(console: str, ctx: RunContext | None = None) -> Parsed:
     console = console.replace("\r\n", "\n")
     settings = params(console)
     if complaint := _COMPLAINT.search(console):
-        raise ParseError(f"rcuscale reports: {complaint.group('what').strip()}")
+        raise ParseError(f"rcuscale reports: {complaint.group('what').strip()[:200]}")
     summary = _SUMMARY.search(console)
     if not summary:
         raise ParseError("no rcuscale summary line ('start: ... batches:'): output truncated")
-    writers = {int(m.group("w")): int(m.group("gps")) for m in _WRITER_GPS.finditer(console)}
-    expected = int(settings.get("nwriters", "-1"))
+    expected = _count(settings.get("nwriters", "-1"), "nwriters", MAX_WRITERS, signed=True)
+    writers: dict[int, int] = {}
+    for m in _WRITER_GPS.finditer(console):
+        w = _count(m.group("w"), "writer", MAX_WRITERS - 1)
+        writers[w] = _count(m.group("gps"), f"writer {w} gps", MAX_MEAS)
     if not writers or (expected > 0 and sorted(writers) != list(range(expected))):
         raise ParseError(
-            f"rcuscale reported writers {sorted(writers)}, expected {expected} (nwriters)"
+            f"rcuscale reported writers {sorted(writers)[:10]}, expected {expected} (nwriters)"
         )
     samples: dict[int, dict[int, int]] = {w: {} for w in writers}
     for m in _DURATION.finditer(console):
-        w, i = int(m.group("w")), int(m.group("i"))
+        w = _count(m.group("w"), "writer", MAX_WRITERS - 1)
+        i = _count(m.group("i"), f"writer {w} duration index", MAX_MEAS - 1)
         if w not in samples:
             raise ParseError(f"writer-duration line for unknown writer {w}")
         if i in samples[w]:
             raise ParseError(f"writer {w} duration {i} appears twice: garbled console")
-        samples[w][i] = int(m.group("ns"))
+        samples[w][i] = _count(m.group("ns"), f"writer {w} duration {i} (ns)", _NS_MAX)
     durations: list[float] = []
     for w, gps in sorted(writers.items()):
         got = samples[w]
-        if sorted(got) != list(range(gps)):
+        if len(got) != gps or sorted(got) != list(range(gps)):
             missing = gps - len(got)
             raise ParseError(
                 f"writer {w}: {len(got)} writer-duration lines for gps {gps}"
                 f" ({missing} missing: console truncated or garbled)"
             )
         durations += [got[i] / 1e6 for i in range(gps)]
+    duration = _count(summary.group("dur"), "test duration (ns)", _NS_MAX)
+    summary_counts = {k: _count(summary.group(k), k, _NS_MAX) for k in ("gps", "batches")}
     return {
         "writer_duration": tuple(durations),
-        "test_duration": (int(summary.group("dur")) / 1e6,),
-        "gps": (float(summary.group("gps")),),
-        "batches": (float(summary.group("batches")),),
+        "test_duration": (duration / 1e6,),
+        "gps": (float(summary_counts["gps"]),),
+        "batches": (float(summary_counts["batches"]),),
     }
+
+
+def _count(text: str, what: str, limit: int, *, signed: bool = False) -> int:
+    """`text` as an integer in [0, limit] (or -1 when `signed`: rcuscale's "one per CPU"),
+    else ParseError naming `what`. Too many digits are refused before int() reads them."""
+    low = -1 if signed else 0
+    if not re.fullmatch(r"-?\d+" if signed else r"\d+", text):
+        raise ParseError(f"{what}={text[:40]!r}: not a number")
+    if len(text.lstrip("-")) > len(str(limit)) or not low <= int(text) <= limit:
+        raise ParseError(f"{what}={text[:40]}: out of range ({low}..{limit})")
+    return int(text)

@@ -160,6 +160,7 @@ class Run(TrackedStep):
         PANIC = runner.PANIC
         TIMEOUT = runner.TIMEOUT
         INFRA = runner.INFRA
+        CONSOLE_OVERFLOW = runner.CONSOLE_OVERFLOW
         PARSE_FAILED = "parse-failed"
         LOST = "lost"
         CANCELLED = "cancelled"

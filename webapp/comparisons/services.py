@@ -1,18 +1,32 @@
 """Services over comparisons and runs (called by tasks, views and commands)."""
 
 import json
+import logging
+import shutil
 import socket
 import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 from django.utils import timezone
 
 from webapp.comparisons.models import Measurement, Run
 from webapp.states import Result, State, end_silent_steps, heartbeat
+from webapp.text import storable
+from workers.vm import runner
+
+if TYPE_CHECKING:
+    from benchmarks.registry import Benchmark
+
+log = logging.getLogger(__name__)
+# An error message is one line of a page, not a second console.
+_MESSAGE_MAX = 2000
 
 
 def domain_label(target: str, run_id: int) -> str:
@@ -42,9 +56,8 @@ def run_benchmark(run_id: int) -> Run | None:
     run the benchmark, parse the console into Measurements. Returns None when the run is
     not queued any more (a duplicate delivery does nothing). Infrastructure failures are
     recorded with their code and the console, never as data."""
+    from benchmarks.cmdline import compose
     from benchmarks.registry import get
-    from benchmarks.spec import ParseError, RunContext
-    from workers.vm import runner
     from workers.vm.domain import VMSpec
     from workers.vm.images import ImageError, build_initramfs, busybox_for
 
@@ -54,6 +67,7 @@ def run_benchmark(run_id: int) -> Run | None:
     )
     if not claimed:
         return None
+    log.info("run started: run=%d host=%s", run_id, socket.gethostname())
     run = Run.objects.select_related("comparison__target").get(pk=run_id)
     comparison, target = run.comparison, run.comparison.target
     build = comparison.build_a if run.side == Run.Side.A else comparison.build_b
@@ -73,12 +87,14 @@ def run_benchmark(run_id: int) -> Run | None:
         machine=target.machine,
         kernel=Path(build.artifact_dir) / meta["image"],
         initrd=initrd,
-        cmdline=f"{bench.spec.cmdline} {extra}".strip(),
+        # The benchmark's own parameters win over the side's extras (which submission
+        # refuses to overlap with them), whatever their origin.
+        cmdline=compose(bench.spec.cmdline, extra),
         sockets=target.sockets,
         cores=target.cores,
         threads=target.threads,
         memory_mb=target.memory_mb,
-        console_log=data / "runs" / str(run.pk) / "console.log",
+        console_log=console_dir(run.pk) / "console.log",
         kvm=settings.RCUBENCH_VM_KVM,
     )
     try:
@@ -88,21 +104,37 @@ def run_benchmark(run_id: int) -> Run | None:
             boot_timeout=settings.RCUBENCH_BOOT_TIMEOUT_SECONDS,
             run_timeout=settings.RCUBENCH_BENCH_TIMEOUT_SECONDS,
             on_poll=_while_running(run.pk),
+            console_max_bytes=settings.RCUBENCH_CONSOLE_MAX_BYTES,
         )
     except RunEnded:
         return None  # cancelled or reaped meanwhile: the VM is destroyed, nothing stored
-    run.console_log, run.wall_seconds, run.ready_seconds = (
-        out.console,
-        out.wall_seconds,
-        out.ready_seconds,
-    )
-    if out.outcome != runner.OK:
-        result = Result.INCOMPLETE if out.outcome == runner.INFRA else Result.FAILED
-        return _end_run(run, result, out.outcome, out.reason)
+    return record_outcome(run, bench, out)
+
+
+def record_outcome(run: Run, bench: "Benchmark", out: runner.VMOutcome) -> Run | None:
+    """End a running run with what its boot gave: the console (storable, at most
+    RCUBENCH_CONSOLE_KEEP_BYTES of it), timings, and the measurements of an ok boot whose
+    console parses, else the failure with its reason. Nothing in the console (any byte, any
+    length) can make this fail: a run is never lost to what its kernel printed."""
+    from benchmarks.spec import ParseError, RunContext
+
+    run.console_log = storable(runner.clip(out.console, settings.RCUBENCH_CONSOLE_KEEP_BYTES))
+    run.wall_seconds, run.ready_seconds = out.wall_seconds, out.ready_seconds
+    outcome, reason = out.outcome, out.reason
+    cap = settings.RCUBENCH_CONSOLE_MAX_BYTES
+    if outcome == runner.OK and len(runner.console_bytes(out.console)) > cap:
+        # The VM runner stops at the cap; any runner that did not is held to it here.
+        outcome, reason = runner.CONSOLE_OVERFLOW, f"the console passed its cap of {cap} bytes"
+    if outcome != runner.OK:
+        result = Result.INCOMPLETE if outcome == runner.INFRA else Result.FAILED
+        return _end_run(run, result, outcome, reason)
     try:
-        parsed = bench.parse(out.console, RunContext(out.wall_seconds, out.ready_seconds))
+        parsed = bench.measure(out.console, RunContext(out.wall_seconds, out.ready_seconds))
     except ParseError as exc:
         return _end_run(run, Result.FAILED, Run.Error.PARSE_FAILED, str(exc))
+    except Exception as exc:  # noqa: BLE001 -- a parser bug on hostile output fails this run only
+        why = f"{bench.spec.name} parser raised {type(exc).__name__}: {exc}"
+        return _end_run(run, Result.FAILED, Run.Error.PARSE_FAILED, why)
     with transaction.atomic():
         if not _end_run(run, Result.OK, "", ""):
             return None
@@ -117,6 +149,42 @@ def run_benchmark(run_id: int) -> Run | None:
             for metric in bench.spec.metrics
         )
     return run
+
+
+def console_dir(run_id: int) -> Path:
+    """Where a run's console file is written (on the host of the worker that ran it)."""
+    return Path(str(settings.RCUBENCH_DATA_DIR)) / "runs" / str(run_id)
+
+
+@receiver(post_delete, sender=Run, dispatch_uid="rcubench-run-console-dir")
+def _drop_console_dir(sender: type[Run], instance: Run, **_: Any) -> None:
+    """A deleted run takes its console file with it (once the delete is committed)."""
+    path = console_dir(instance.pk)
+    transaction.on_commit(lambda: _remove(path))
+
+
+def prune_console_dirs() -> int:
+    """Remove the console dirs of runs that do not exist any more (deleted in a process
+    that does not see this host's files, or while it was down); return how many."""
+    root = Path(str(settings.RCUBENCH_DATA_DIR)) / "runs"
+    try:
+        dirs = {int(p.name): p for p in root.iterdir() if p.name.isascii() and p.name.isdigit()}
+    except FileNotFoundError:
+        return 0
+    alive = set(Run.objects.filter(pk__in=list(dirs)).values_list("pk", flat=True))
+    gone = [path for pk, path in dirs.items() if pk not in alive]
+    for path in gone:
+        _remove(path)
+    if gone:
+        log.info("console dirs pruned: count=%d root=%s", len(gone), root)
+    return len(gone)
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class RunEnded(Exception):
@@ -145,6 +213,7 @@ def _end_run(run: Run, result: str, error_code: str, message: str) -> Run | None
     """Record the run's end, only if it is still running: a run cancelled or reaped
     meanwhile keeps that ending (ingestion is idempotent; a late result is dropped)."""
     now = timezone.now()
+    message = storable(message)[:_MESSAGE_MAX]  # reasons quote the console
     ended = Run.objects.filter(pk=run.pk, state=State.RUNNING).update(
         state=State.DONE, result=result, error_code=error_code, error_message=message,
         finished_at=now, console_log=run.console_log, wall_seconds=run.wall_seconds,
@@ -152,6 +221,8 @@ def _end_run(run: Run, result: str, error_code: str, message: str) -> Run | None
     )  # fmt: skip
     if not ended:
         return None
+    log.info("run ended: run=%d result=%s error=%s reason=%r", run.pk, result,
+             error_code or "-", message[:200])  # fmt: skip
     run.state, run.result, run.error_code, run.error_message = (
         State.DONE,
         result,

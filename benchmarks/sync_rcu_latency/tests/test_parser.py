@@ -1,6 +1,7 @@
 """The rcuscale parser on real consoles, and on the same consoles cut or garbled."""
 
 import statistics
+import time
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,26 @@ def test_expedited_grace_periods_are_faster_than_normal_ones_on_the_same_kernel(
     assert statistics.median(expedited["writer_duration"]) < statistics.median(
         normal["writer_duration"]
     )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "reason"),
+    [
+        # Each raised ValueError or MemoryError before, and the run ended "lost".
+        (" nwriters=1", " nwriters=abc", "nwriters='abc': not a number"),
+        ("writer 0 gps: 101", "writer 0 gps: 100000000", r"writer 0 gps=100000000: out of range"),
+        (" nwriters=1", " nwriters=100000000000", r"nwriters=100000000000: out of range"),
+        (" nwriters=1", " nwriters=" + "9" * 5000, r"nwriters=9{40}: out of range"),
+        ("writer 0 gps: 101", "writer 99999 gps: 101", r"writer=99999: out of range"),
+        ("writer-duration:    10 ", "writer-duration: 99999 ", "duration index=99999: out of"),
+        ("duration: 731649363", "duration: " + "7" * 30, r"test duration \(ns\)=7{30}: out of"),
+    ],
+    ids=["nwriters-abc", "gps-1e8", "nwriters-1e11", "nwriters-5000-digits", "writer-99999",
+         "index-99999", "duration-30-digits"],
+)  # fmt: skip
+def test_absurd_numbers_are_parse_errors_refused_before_anything_is_sized(old, new, reason):
+    assert old in PPC
+    started = time.monotonic()
+    with pytest.raises(ParseError, match=reason):
+        parse(PPC.replace(old, new, 1))
+    assert time.monotonic() - started < 1.0  # refused, not allocated and compared

@@ -69,3 +69,22 @@ def test_a_side_without_a_kernel_is_incomplete_infra_error(comparison):
     run.refresh_from_db()
     assert (run.result, run.error_code) == ("incomplete", "infra-error")
     assert run.error_message == "side B has no kernel"
+
+
+def test_nul_and_invalid_utf8_on_a_real_console_are_stored_not_lost(comparison):
+    # busybox's printf as the guest's init writes a NUL and a byte that is not UTF-8 to the
+    # console, then exits (a panic): psycopg refused the NUL, and the run ended "lost".
+    run = _run(comparison, "sync-rcu-latency",
+               r"rdinit=/bin/busybox -- printf RCUBENCH-HOSTILE\000\377\303(\n")  # fmt: skip
+    assert (run.result, run.error_code) == ("failed", "panic"), run.error_message
+    assert "Attempted to kill init" in run.error_message
+    assert "RCUBENCH-HOSTILE\u2400\\xff\\xc3(" in run.console_log
+    assert "Linux version" in run.console_log  # the whole console, not only the end
+
+
+def test_a_sides_extras_reach_the_kernel_and_cannot_replace_the_benchmark(comparison):
+    # A second rcubench.bench= used to win in the guest's init (it took the last one).
+    run = _run(comparison, "boot-time", "rcupdate.rcu_expedited=1 rcubench.bench=smt-toggle")
+    assert (run.result, run.error_code) == ("ok", ""), run.error_message
+    assert "RCUBENCH-BEGIN v1 bench=boot-time" in run.console_log
+    assert run.measurements.get(metric="rcu_expedited").samples == [1.0]

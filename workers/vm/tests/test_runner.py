@@ -8,7 +8,7 @@ import pytest
 from benchmarks.registry import get
 from benchmarks.spec import RCUSCALE_IDLE, RunContext
 from workers.vm.domain import VMSpec
-from workers.vm.runner import run_vm
+from workers.vm.runner import console_bytes, run_vm
 
 from .conftest import URI
 
@@ -117,3 +117,21 @@ def test_leftovers_of_a_killed_worker_are_destroyed_and_only_its_targets(
     finally:
         assert destroy_leftovers(URI, "rcubench-qemu-ppc64le-") == [other.name]
         conn.close()
+
+
+def test_a_guest_flooding_its_console_ends_as_console_overflow(x86_kernel, initramfs, tmp_path):
+    # busybox's yes as the guest's init writes to the console as fast as the VM can. The cap
+    # is past virtlogd's rotation size (2 MiB: console.log -> console.log.0 and a new one),
+    # so the runner has to follow the console into the new file. No "Run /init" line: the
+    # boot limit applies, and is far above the 2.5 MiB at ~100 kB/s under TCG here.
+    cap = 5 * 2**19
+    line = f"{RCUSCALE_IDLE} rdinit=/bin/busybox -- yes FLOOD"  # rcuscale would power off
+    spec = _spec(x86_kernel, initramfs["x86_64"], tmp_path, line)
+    out = run_vm(URI, spec, boot_timeout=120, run_timeout=5, console_max_bytes=cap)
+    assert (out.outcome, out.reason) == ("console-overflow",
+                                         f"the console passed its cap of {cap} bytes")  # fmt: skip
+    data = console_bytes(out.console)
+    assert len(data) == cap + 1  # read up to the cap, not past it
+    assert data.startswith(b"[    0.000000] Linux version")  # the head, from the first file
+    assert data.count(b"FLOOD\r\n") > 2**20 // 7
+    assert (tmp_path / "console.log.0").stat().st_size == 2**21  # virtlogd did rotate it

@@ -1,0 +1,148 @@
+"""The run service's record of a finished boot, fed hostile consoles the way the runner
+hands them over (VMOutcome): any byte, any length, garbled benchmark output. Each ends the
+run with its outcome and stores its console; none loses the run. And console files go
+with their runs."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from benchmarks.registry import Benchmark, get
+from webapp.comparisons import services
+from webapp.comparisons.models import Measurement, Run
+from webapp.factories import RunFactory
+from webapp.states import Result, State
+from webapp.text import storable
+from workers.vm.runner import VMOutcome
+
+pytestmark = pytest.mark.django_db
+
+FIXTURES = Path(__file__).parents[3] / "benchmarks" / "sync_rcu_latency" / "fixtures"
+# As the runner decodes a console: invalid UTF-8 as surrogate escapes, nothing replaced.
+CONSOLE = (FIXTURES / "x86_64-pc-tcg.log").read_bytes().decode("utf-8", "surrogateescape")
+HOSTILE = "[    9.9] \0\0 NUL and \udcff\udcfe not UTF-8 \udcc3( \x1b[31m\n"
+SYNC = get("sync-rcu-latency")
+
+
+@pytest.fixture
+def small_caps(settings):
+    settings.RCUBENCH_CONSOLE_MAX_BYTES = 16 * 2**20
+    settings.RCUBENCH_CONSOLE_KEEP_BYTES = 2**20
+
+
+def _record(console: str, outcome: str = "ok", reason: str = "powered off",
+            bench: Benchmark = SYNC) -> Run:  # fmt: skip
+    run = RunFactory.create(state=State.RUNNING, benchmark=bench.spec.name)
+    out = VMOutcome(outcome, reason, console, wall_seconds=12.5, ready_seconds=1.5)
+    assert services.record_outcome(run, bench, out) is not None
+    run.refresh_from_db()
+    assert run.state == State.DONE
+    return run
+
+
+def test_nul_and_invalid_utf8_in_a_console_are_stored_visibly_with_the_run_data(small_caps):
+    # psycopg refused "\0" (DataError), and the run ended "lost".
+    run = _record(HOSTILE + CONSOLE + HOSTILE)
+    assert (run.result, run.error_code) == (Result.OK, ""), run.error_message
+    shown = "[    9.9] \u2400\u2400 NUL and \\xff\\xfe not UTF-8 \\xc3( \x1b[31m\n"
+    assert run.console_log == shown + storable(CONSOLE) + shown
+    assert len(Measurement.objects.get(run=run, metric="writer_duration").samples) == 101
+    assert run.wall_seconds == 12.5
+
+
+def test_a_100_mb_console_is_stored_as_its_head_and_tail_with_what_was_cut(small_caps):
+    flood = HOSTILE + "\0\udcff" * (50 * 2**20) + "[  99.0] Kernel panic - not syncing: x\n"
+    run = _record(flood, "panic", "Kernel panic - not syncing: x\0")
+    assert (run.result, run.error_code) == (Result.FAILED, "panic")
+    assert run.error_message == "Kernel panic - not syncing: x\u2400"
+    cut = 2 * 50 * 2**20 + len(HOSTILE.encode("utf-8", "surrogateescape")) + 39 - 2**20
+    head, marker, tail = re.split(r"(\n\[rcubench: \d+ bytes of console cut here\]\n)",
+                                  run.console_log)  # fmt: skip
+    assert marker == f"\n[rcubench: {cut} bytes of console cut here]\n"
+    assert head.startswith("[    9.9] \u2400\u2400 NUL and \\xff\\xfe not UTF-8")
+    assert tail.endswith("\u2400\\xff[  99.0] Kernel panic - not syncing: x\n")
+    assert not Measurement.objects.filter(run=run).exists()
+
+
+def test_an_ok_console_past_the_cap_is_console_overflow_never_data(small_caps, settings):
+    settings.RCUBENCH_CONSOLE_MAX_BYTES = 2**20
+    run = _record(CONSOLE + "A" * 2**20)
+    assert (run.result, run.error_code) == (Result.FAILED, "console-overflow")
+    assert run.error_message == f"the console passed its cap of {2**20} bytes"
+    assert not Measurement.objects.filter(run=run).exists()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "reason"),
+    [
+        # ValueError and MemoryError before: the run ended "lost".
+        (" nwriters=1", " nwriters=abc", "nwriters='abc': not a number"),
+        ("writer 0 gps: 101", "writer 0 gps: 100000000", "writer 0 gps=100000000: out of range"),
+    ],
+)
+def test_garbled_benchmark_output_is_parse_failed_with_the_reason(small_caps, old, new, reason):
+    run = _record(CONSOLE.replace(old, new, 1))
+    assert (run.result, run.error_code) == (Result.FAILED, "parse-failed")
+    assert reason in run.error_message
+    assert new.strip() in run.console_log
+    assert not Measurement.objects.filter(run=run).exists()
+
+
+@pytest.mark.parametrize("error", [ValueError("bad literal"), MemoryError(), KeyError("x")])
+def test_any_exception_from_a_parser_is_parse_failed_naming_it(small_caps, error):
+    def parser(console, ctx):
+        raise error
+
+    run = _record(CONSOLE, bench=Benchmark(SYNC.spec, parser))
+    assert (run.result, run.error_code) == (Result.FAILED, "parse-failed")
+    assert run.error_message.startswith(f"sync-rcu-latency parser raised {type(error).__name__}")
+
+
+def test_a_long_hostile_reason_is_stored_short(small_caps):
+    run = _record(CONSOLE, "panic", "BUG: " + "\0" * 10**6)
+    assert run.error_message == ("BUG: " + "\u2400" * 10**6)[:2000]
+
+
+# --- console files go with their runs -----------------------------------------------------
+
+
+@pytest.fixture
+def data_dir(settings, tmp_path):
+    settings.RCUBENCH_DATA_DIR = str(tmp_path)
+    return tmp_path
+
+
+def _console_file(run_id: int) -> Path:
+    path = services.console_dir(run_id) / "console.log"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"console\n")
+    (path.parent / "console.log.0").write_bytes(b"rotated\n")
+    return path
+
+
+def test_deleting_a_run_or_its_comparison_removes_its_console_files(
+    data_dir, django_capture_on_commit_callbacks
+):
+    one, two, other = RunFactory.create(), RunFactory.create(), RunFactory.create()
+    one_file, two_file, other_file = (_console_file(run.pk) for run in (one, two, other))
+    with django_capture_on_commit_callbacks(execute=True):
+        one.delete()
+        two.comparison.delete()  # cascades to its runs
+    assert not one_file.parent.exists()
+    assert not two_file.parent.exists()
+    assert other_file.read_bytes() == b"console\n"
+
+
+def test_the_prune_task_removes_console_dirs_whose_run_is_gone_and_only_those(data_dir):
+    from workers.tasks.control import prune_console_dirs
+
+    kept = RunFactory.create()
+    kept_file = _console_file(kept.pk)
+    orphans = [_console_file(pk) for pk in (kept.pk + 1000, kept.pk + 1001)]
+    (data_dir / "runs" / "images").mkdir()  # not a run's: left alone
+    assert prune_console_dirs() == 2
+    assert not any(path.parent.exists() for path in orphans)
+    assert kept_file.exists()
+    assert (data_dir / "runs" / "images").is_dir()
+    assert prune_console_dirs() == 0
