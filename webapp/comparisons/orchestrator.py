@@ -13,6 +13,7 @@ A run that did not end ok is never data: it is replaced by a new Run row, up to
 RCUBENCH_RUN_ATTEMPTS per slot, after which the comparison ends as failed with the reason.
 """
 
+import math
 import random
 from collections import Counter
 from dataclasses import dataclass
@@ -61,6 +62,9 @@ class Request:
     threshold_pct: float = 2.0
     trigger: str = Comparison.Trigger.CLI
     requested_by: str = ""
+    # If the series does not apply with plain `git am`: `git am -3`, then `patch -F3`. It
+    # may then apply, with offsets or fuzz, to a base it was not written against.
+    patch_fallback: bool = False
 
 
 def submit(req: Request) -> Comparison:
@@ -73,7 +77,9 @@ def submit(req: Request) -> Comparison:
         if head == req.base_ref and req.series is None:
             rev_b = rev_a  # A/A or a boot-parameter A/B: one build serves both sides
         else:
-            rev_b = Revision.objects.create(tree=req.tree, ref=head, series=req.series)
+            rev_b = Revision.objects.create(
+                tree=req.tree, ref=head, series=req.series, patch_fallback=req.patch_fallback
+            )
         comparison = Comparison.objects.create(
             revision_a=rev_a, revision_b=rev_b, cmdline_a=req.cmdline_a.strip(),
             cmdline_b=req.cmdline_b.strip(), benchmarks=list(req.benchmarks),
@@ -95,6 +101,8 @@ def _validate(req: Request) -> None:
             raise SubmissionError(f"bad {label} ref: {exc}") from None
     if req.head_ref and req.series is not None:
         raise SubmissionError("give a head ref or a patch series, not both")
+    if req.patch_fallback and req.series is None:
+        raise SubmissionError("fuzz was allowed, but there is no patch series to apply")
     if not req.benchmarks:
         raise SubmissionError("no benchmark requested")
     for name in req.benchmarks:
@@ -111,18 +119,34 @@ def _validate(req: Request) -> None:
     floor = 2 if settings.RCUBENCH_ALLOW_FEW_RUNS else MIN_RUNS
     if req.min_runs < floor:
         raise SubmissionError(f"at least {floor} runs per side are needed, got {req.min_runs}")
+    cap = settings.RCUBENCH_MAX_RUNS_PER_SIDE
+    for label, runs in (("min runs", req.min_runs), ("max runs", req.max_runs)):
+        if runs > cap:
+            raise SubmissionError(f"{label} ({runs}) is above the limit of {cap} runs per side")
     if req.max_runs < req.min_runs:
         raise SubmissionError(f"max runs ({req.max_runs}) is below min runs ({req.min_runs})")
+    # Every comparison with NaN is false, so range checks let it through: a NaN threshold
+    # made each regression "significant but small".
+    for label, number in (("alpha", req.alpha), ("the threshold", req.threshold_pct)):
+        if not math.isfinite(number):
+            raise SubmissionError(f"{label} must be a finite number, got {number}")
     if not 0 < req.alpha < 0.5:
         raise SubmissionError(f"alpha must be in (0, 0.5), got {req.alpha}")
     if req.threshold_pct < 0:
         raise SubmissionError(f"the threshold must be >= 0, got {req.threshold_pct}")
+    from benchmarks.cmdline import CmdlineError, check_extra
+
+    specs = [get_benchmark(name).spec for name in req.benchmarks]
     for side, extra in (("A", req.cmdline_a), ("B", req.cmdline_b)):
         if len(extra) > _CMDLINE_MAX or not extra.isprintable():
             raise SubmissionError(
                 f"side {side} command line must be printable, one line, at most {_CMDLINE_MAX} "
                 "characters"
             )
+        try:  # an allow-list, and nothing the benchmarks set themselves
+            check_extra(extra, specs)
+        except CmdlineError as exc:
+            raise SubmissionError(f"side {side} command line: {exc}") from None
 
 
 def advance(comparison_id: int) -> None:

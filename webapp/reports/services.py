@@ -86,7 +86,9 @@ class KernelFacts:
     base_sha: str
     sha: str
     series: SeriesFacts | None
-    applied_with: str
+    patch_fallback: bool  # the submitter allowed git am -3, then patch -F3 (fuzz)
+    applied_with: str  # git am, git am -3 or patch -F3, once built
+    apply_notes: str
     cmdline: str
     build: BuildFacts | None
 
@@ -170,7 +172,8 @@ def _kernel(side: str, rev: Revision, build: Build | None, cmdline: str) -> Kern
         series = SeriesFacts(s.pk, s.subject, s.message_id, s.author, s.patches.count())
     return KernelFacts(
         side=side, tree=rev.tree.name, ref=rev.ref, base_sha=rev.base_sha, sha=rev.sha,
-        series=series, applied_with=rev.applied_with, cmdline=cmdline,
+        series=series, patch_fallback=rev.patch_fallback, applied_with=rev.applied_with,
+        apply_notes=rev.apply_notes, cmdline=cmdline,
         build=_build(build) if build is not None else None,
     )  # fmt: skip
 
@@ -458,6 +461,8 @@ def reproducer(c: Comparison) -> str:
         url = public_url() + reverse("reports:series-mbox", args=[b.series_id])
         lines.append(shlex.join(["curl", "-o", mbox, url]))
         args += ["--series", mbox]
+        if b.patch_fallback:
+            args.append("--allow-fuzz")
     else:
         args += ["--head", b.ref]
     for bench in c.benchmarks:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 from tqdm import tqdm
 
 from webapp.comparisons import orchestrator
@@ -42,6 +43,13 @@ class Command(BaseCommand):
         head = parser.add_mutually_exclusive_group()
         head.add_argument("--head", default="", help="head ref (side B); default: the base")
         head.add_argument("--series", type=Path, help="mbox of a patch series for side B")
+        parser.add_argument(
+            "--allow-fuzz",
+            action="store_true",
+            help="if the series does not apply with git am, retry with git am -3, then with "
+            "patch -F3 (fuzz): it may then apply, with offsets or fuzz, to a base it was not "
+            "written against; the report says how it applied",
+        )
         parser.add_argument("--bench", action="append", help="benchmark (repeatable)")
         parser.add_argument("--arch", default="x86_64", choices=["x86_64", "ppc64le"])
         parser.add_argument("--target", help="target name (default: qemu-<arch>)")
@@ -80,11 +88,10 @@ class Command(BaseCommand):
         if not opts["base"]:
             raise CommandError("--base is required")
         try:
-            tree = _tree(opts["tree"])
-            series = None
+            mbox = None
             if opts["series"]:
                 try:
-                    series = store_series(opts["series"].read_bytes())
+                    mbox = opts["series"].read_bytes()
                 except OSError as exc:
                     raise SubmissionError(f"cannot read {opts['series']}: {exc.strerror}") from None
             target_name = opts["target"] or f"qemu-{opts['arch']}"
@@ -93,16 +100,21 @@ class Command(BaseCommand):
                 raise SubmissionError(f"no target named {target_name!r}")
             if target.arch != opts["arch"]:
                 raise SubmissionError(f"target {target.name} is {target.arch}, not {opts['arch']}")
-            return orchestrator.submit(
-                Request(
-                    tree=tree, base_ref=opts["base"], head_ref=opts["head"], series=series,
-                    benchmarks=tuple(opts["bench"] or ["sync-rcu-latency"]), target=target,
-                    cmdline_a=opts["cmdline_a"], cmdline_b=opts["cmdline_b"],
-                    min_runs=opts["runs"], max_runs=opts["max_runs"], alpha=opts["alpha"],
-                    threshold_pct=opts["threshold"], trigger=Comparison.Trigger.CLI,
-                    requested_by="cli",
-                )
-            )  # fmt: skip
+            # One transaction: a request refused at any step leaves nothing behind (no tree
+            # registered, no series stored).
+            with transaction.atomic():
+                return orchestrator.submit(
+                    Request(
+                        tree=_tree(opts["tree"]), base_ref=opts["base"], head_ref=opts["head"],
+                        series=store_series(mbox) if mbox is not None else None,
+                        patch_fallback=opts["allow_fuzz"],
+                        benchmarks=tuple(opts["bench"] or ["sync-rcu-latency"]), target=target,
+                        cmdline_a=opts["cmdline_a"], cmdline_b=opts["cmdline_b"],
+                        min_runs=opts["runs"], max_runs=opts["max_runs"], alpha=opts["alpha"],
+                        threshold_pct=opts["threshold"], trigger=Comparison.Trigger.CLI,
+                        requested_by="cli",
+                    )
+                )  # fmt: skip
         except SubmissionError as exc:
             raise CommandError(str(exc)) from None
 
@@ -178,7 +190,7 @@ def _tree(name_or_path: str) -> Tree:
     if tree is not None:
         return tree
     path = Path(name_or_path)
-    if path.is_dir():
+    if path.exists():  # register_local_tree refuses what is not a bare repository
         return register_local_tree(path)
     known = ", ".join(Tree.objects.values_list("name", flat=True)) or "none"
     raise SubmissionError(f"no tree named {name_or_path!r} and no such directory; trees: {known}")
