@@ -15,7 +15,9 @@ RUN python3 -m venv /opt/venv \
     && pip install --no-cache-dir --use-pep517 -r requirements/base.txt -c requirements/constraints.txt
 COPY . .
 ENV STATIC_ROOT=/app/static
-RUN python manage.py collectstatic --noinput
+# The settings refuse to load without a secret key; this one exists only for this step (the
+# containers get theirs from .env, see docker-compose.yml).
+RUN DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput
 
 RUN useradd --system --create-home --home-dir /var/lib/rcubench rcubench
 USER rcubench

@@ -1,24 +1,34 @@
 #!/usr/bin/env bash
-# Start or stop rcubench locally: gunicorn on 127.0.0.1:8000, one Celery worker on every
-# queue, Celery beat. `up` is idempotent (running parts are left alone) and waits for
-# /healthz; `down` stops what `up` started.
+# Start or stop rcubench locally: gunicorn on 127.0.0.1:8000 (as the unprivileged user
+# rcubench when started as root), one Celery worker on every queue, Celery beat. `up` is
+# idempotent (running parts are left alone) and waits for /healthz; `down` stops what `up`
+# started. A list after up/down (web, worker, beat) acts on those parts only.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 BIN=$ROOT/.venv/bin
-RUN=$ROOT/var/run
-LOG=$ROOT/var/log
+VAR=${RCUBENCH_VAR_DIR:-$ROOT/var}
+RUN=$VAR/run
+LOG=$VAR/log
 ADDR=${RCUBENCH_BIND:-127.0.0.1:8000}
-mkdir -p "$RUN" "$LOG"
+WEB_USER=${RCUBENCH_WEB_USER:-rcubench}
+mkdir -p "$RUN/web" "$LOG"
 
-alive() { [ -f "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
+# gunicorn writes its pid file through a temporary file in the same directory: web's has a
+# directory of its own, owned by the web user, who can touch nothing of worker and beat.
+pidfile() { if [ "$1" = web ]; then echo "$RUN/web/web.pid"; else echo "$RUN/$1.pid"; fi; }
+# An earlier version of this script kept web's pid file in $RUN itself.
+if [ -f "$RUN/web.pid" ]; then mv "$RUN/web.pid" "$(pidfile web)"; fi
+alive() { [ -f "$(pidfile "$1")" ] && kill -0 "$(cat "$(pidfile "$1")")" 2>/dev/null; }
+wants() { [[ " $PARTS " == *" $1 "* ]]; }
+uid_of() { ps -o uid= -p "$1" | tr -d ' '; }
 
 start() {
   local name=$1
   shift
   if alive "$name"; then
-    echo "$name: already running (pid $(cat "$RUN/$name.pid"))"
+    echo "$name: already running (pid $(cat "$(pidfile "$name")"))"
   else
     "$@"
     echo "$name: started"
@@ -27,7 +37,7 @@ start() {
 
 ensure_admin() {
   # A superuser for /admin/; its generated password is kept in var/admin-password (0600).
-  local pwfile=$ROOT/var/admin-password
+  local pwfile=$VAR/admin-password
   if "$BIN/python" manage.py shell --no-imports -c \
     'import sys; from django.contrib.auth.models import User; sys.exit(0 if User.objects.filter(username="admin").exists() else 1)'; then
     return
@@ -37,18 +47,53 @@ ensure_admin() {
   (umask 077 && "$BIN/python" -c 'import secrets; print(secrets.token_urlsafe(18))' >"$pwfile")
   DJANGO_SUPERUSER_PASSWORD=$(cat "$pwfile") "$BIN/python" manage.py createsuperuser \
     --noinput --username admin --email admin@localhost >/dev/null
-  echo "admin: created superuser 'admin' (password in var/admin-password)"
+  echo "admin: created superuser 'admin' (password in $pwfile)"
+}
+
+# The web server never runs as root: started as root, it drops to $WEB_USER (created by
+# scripts/setup.sh), which reads the code and the env file (group-readable) and reaches
+# PostgreSQL and Redis over TCP; the web app reads nothing under the data dir.
+as_web_user() {
+  if [ "$(id -u)" -ne 0 ]; then
+    "$@"
+    return
+  fi
+  local drop=(setpriv --reuid="$WEB_USER" --regid="$WEB_USER" --init-groups --)
+  getent passwd "$WEB_USER" >/dev/null || { echo "web: no user $WEB_USER: run scripts/setup.sh" >&2; exit 1; }
+  local env_file=${RCUBENCH_ENV_FILE:-$ROOT/.env}
+  if [ -e "$env_file" ] && ! "${drop[@]}" test -r "$env_file"; then
+    echo "web: $WEB_USER cannot read $env_file: run scripts/setup.sh" >&2
+    exit 1
+  fi
+  install -d -o "$WEB_USER" -g "$WEB_USER" -m 0755 "$RUN/web"
+  local log
+  for log in "$LOG/web.log" "$LOG/web-access.log"; do
+    [ -e "$log" ] || install -m 0640 /dev/null "$log"
+    chown "$WEB_USER:$WEB_USER" "$log"
+  done
+  "${drop[@]}" "$@"
 }
 
 up() {
   ensure_admin
-  start web "$BIN/gunicorn" webapp.wsgi --bind "$ADDR" --workers 2 --daemon \
-    --pid "$RUN/web.pid" --error-logfile "$LOG/web.log" --access-logfile "$LOG/web-access.log"
-  # No -Q: the worker consumes every queue the app declares (control, build, analysis, bench.*).
-  start worker "$BIN/celery" -A workers.celery_app worker --detach --umask 022 --concurrency 1 \
-    --hostname "local@%h" --pidfile "$RUN/worker.pid" --logfile "$LOG/worker.log"
-  start beat "$BIN/celery" -A workers.celery_app beat --detach \
-    --schedule "$RUN/celerybeat-schedule" --pidfile "$RUN/beat.pid" --logfile "$LOG/beat.log"
+  if wants web; then
+    # A gunicorn started as root by an earlier version of this script is replaced.
+    if [ "$(id -u)" -eq 0 ] && alive web && [ "$(uid_of "$(cat "$(pidfile web)")")" = 0 ]; then
+      stop web
+    fi
+    start web as_web_user "$BIN/gunicorn" webapp.wsgi --bind "$ADDR" --workers 2 --daemon \
+      --pid "$(pidfile web)" --error-logfile "$LOG/web.log" --access-logfile "$LOG/web-access.log"
+  fi
+  if wants worker; then
+    # No -Q: the worker consumes every queue the app declares (control, build, analysis, bench.*).
+    start worker "$BIN/celery" -A workers.celery_app worker --detach --umask 022 \
+      --concurrency 1 --hostname "local@%h" --pidfile "$(pidfile worker)" --logfile "$LOG/worker.log"
+  fi
+  if wants beat; then
+    start beat "$BIN/celery" -A workers.celery_app beat --detach \
+      --schedule "$RUN/celerybeat-schedule" --pidfile "$(pidfile beat)" --logfile "$LOG/beat.log"
+  fi
+  wants web || return 0
 
   local health=""
   for _ in $(seq 60); do
@@ -63,31 +108,50 @@ up() {
   cat <<EOF
 
 rcubench is up.
-  admin    http://$ADDR/admin/      (user admin, password in var/admin-password)
+  admin    http://$ADDR/admin/      (user admin, password in $VAR/admin-password)
   health   http://$ADDR/healthz     $health
   logs     $LOG/{web,worker,beat}.log
   stop     make down
 EOF
 }
 
+stop() {
+  local name=$1 pid
+  if ! alive "$name"; then
+    echo "$name: not running"
+    rm -f "$(pidfile "$name")"
+    return
+  fi
+  pid=$(cat "$(pidfile "$name")")
+  # The web user can write its pid file: signal only its own process, or a gunicorn of this
+  # checkout (one started as root by an earlier version of this script).
+  if [ "$name" = web ] && [ "$(uid_of "$pid")" != "$(id -u "$WEB_USER" 2>/dev/null)" ] \
+      && ! tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$BIN/gunicorn "; then
+    echo "web: pid $pid in $(pidfile web) is not rcubench's gunicorn; not stopped" >&2
+    return 1
+  fi
+  kill -TERM "$pid"
+  for _ in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
+  echo "$name: stopped"
+  rm -f "$(pidfile "$name")"
+}
+
 down() {
+  local name
   for name in beat worker web; do
-    if alive "$name"; then
-      local pid
-      pid=$(cat "$RUN/$name.pid")
-      kill -TERM "$pid"
-      for _ in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-      kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
-      echo "$name: stopped"
-    else
-      echo "$name: not running"
-    fi
-    rm -f "$RUN/$name.pid"
+    if wants "$name"; then stop "$name"; fi
   done
 }
 
-case "${1:-}" in
+command=${1:-}
+shift || true
+PARTS=${*:-web worker beat}
+for part in $PARTS; do
+  case "$part" in web | worker | beat) ;; *) echo "$0: unknown part $part" >&2; exit 2 ;; esac
+done
+case "$command" in
   up) up ;;
   down) down ;;
-  *) echo "usage: $0 up|down" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down [web] [worker] [beat]" >&2; exit 2 ;;
 esac

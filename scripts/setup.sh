@@ -2,8 +2,9 @@
 # One-command, idempotent set-up of rcubench on a Debian 12 machine.
 #
 # Installs what is missing (Debian packages, the virtualenv), starts the services that are not
-# running (PostgreSQL, Redis, virtlogd, libvirtd), creates the database role and database and
-# applies migrations. Every step checks first and acts only when needed; each action is
+# running (PostgreSQL, Redis, virtlogd, libvirtd), creates the database role and database,
+# writes the local .env (a random DJANGO_SECRET_KEY, plain HTTP for `make up` and the tests)
+# and applies migrations. Every step checks first and acts only when needed; each action is
 # reported as "setup: did ...", and a run with nothing to do says so and exits 0.
 set -euo pipefail
 
@@ -19,6 +20,11 @@ DATA_DIR=${RCUBENCH_DATA_DIR:-/var/lib/rcubench}
 KERNEL_TARBALL=/usr/src/linux-source-6.12.tar.xz
 DEFAULT_TREE=$DATA_DIR/trees/linux-6.12.git
 BUILD_USER=${RCUBENCH_BUILD_USER:-rcubench-build}
+# `make up` runs gunicorn as this unprivileged user (scripts/service.sh).
+WEB_USER=${RCUBENCH_WEB_USER:-rcubench}
+# The local configuration file read by webapp/settings.py (git-ignored; 0640, group $WEB_USER).
+ENV_FILE=${RCUBENCH_ENV_FILE:-$ROOT/.env}
+REDIS_PORT=${RCUBENCH_REDIS_PORT:-6379}
 
 DEBIAN_PACKAGES=(
   # Python for the virtualenv; libvirt-python compiles against libvirt-dev.
@@ -49,6 +55,23 @@ warn() { echo "setup: warn $*" >&2; }
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=(); else SUDO=(sudo -n); fi
 as_root() { "${SUDO[@]}" "$@"; }
+
+# KEY's value in the env file (empty when absent); quotes around it are dropped.
+env_get() {
+  local value
+  value=$(as_root sed -n "s/^$1=//p" "$ENV_FILE" 2>/dev/null | tail -n 1) || true
+  value=${value%\"}; value=${value#\"}
+  echo "$value"
+}
+# Add or replace KEY=VALUE in the env file in place, keeping its owner and mode (values are
+# checked to be URL-safe, so they need no quoting).
+env_set() {
+  local content
+  content=$(as_root awk -v k="$1" -v v="$2" -F= \
+    '$1 == k { if (!done) print k "=" v; done = 1; next } { print } END { if (!done) print k "=" v }' \
+    "$ENV_FILE")
+  printf '%s\n' "$content" | as_root tee "$ENV_FILE" >/dev/null
+}
 
 # --- Debian packages ---------------------------------------------------------------------
 missing=()
@@ -94,16 +117,49 @@ else
 fi
 
 # --- Redis -------------------------------------------------------------------------------
-if [ "$(redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null)" != PONG ]; then
+# Optional password (RCUBENCH_REDIS_PASSWORD, kept in the env file once given): Redis gets it
+# and the broker URLs in the env file carry it. It goes into URLs, hence the character set.
+REDIS_PASSWORD=${RCUBENCH_REDIS_PASSWORD:-$(env_get RCUBENCH_REDIS_PASSWORD)}
+[[ "$REDIS_PASSWORD" =~ ^[A-Za-z0-9._~-]*$ ]] \
+  || die "RCUBENCH_REDIS_PASSWORD may only use letters, digits and . _ ~ - (it goes into a URL)"
+# The password travels in the environment, never on a command line (ps shows those).
+redis_ping() {  # PASSWORD (empty: none)
+  if [ -n "$1" ]; then
+    REDISCLI_AUTH=$1 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null || true
+  else
+    redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null || true
+  fi
+}
+if [ "$(redis_ping "$REDIS_PASSWORD")" != PONG ] && [ "$(redis_ping "")" != PONG ]; then
+  if redis_ping "" | grep -q NOAUTH; then
+    die "Redis on 127.0.0.1:$REDIS_PORT wants a password: RCUBENCH_REDIS_PASSWORD is unset or differs"
+  fi
   as_root mkdir -p /var/lib/redis /var/log/redis
   # No persistence: the broker only carries "do step X for id N"; state lives in PostgreSQL.
-  as_root redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" \
-    --appendonly no --dir /var/lib/redis --logfile /var/log/redis/rcubench.log
-  for _ in $(seq 20); do [ "$(redis-cli -h 127.0.0.1 ping 2>/dev/null)" = PONG ] && break; sleep 0.5; done
-  [ "$(redis-cli -h 127.0.0.1 ping 2>/dev/null)" = PONG ] || die "Redis did not start"
-  did "start Redis"
+  # The config (with requirepass) comes on stdin, so the password is not in the process list.
+  printf 'requirepass "%s"\n' "$REDIS_PASSWORD" | as_root redis-server - --daemonize yes \
+    --bind 127.0.0.1 -::1 --port "$REDIS_PORT" --save "" --appendonly no --dir /var/lib/redis \
+    --logfile /var/log/redis/rcubench.log >/dev/null
+  for _ in $(seq 20); do [ "$(redis_ping "$REDIS_PASSWORD")" = PONG ] && break; sleep 0.5; done
+  [ "$(redis_ping "$REDIS_PASSWORD")" = PONG ] || die "Redis did not start"
+  did "start Redis on 127.0.0.1:$REDIS_PORT${REDIS_PASSWORD:+ with a password}"
+elif [ -n "$REDIS_PASSWORD" ] && [ "$(redis_ping "")" = PONG ]; then
+  # Running without one (started before the password was set): set it now; it is lost on
+  # restart, when this script starts Redis with it again.
+  printf 'CONFIG SET requirepass "%s"\n' "$REDIS_PASSWORD" \
+    | redis-cli -h 127.0.0.1 -p "$REDIS_PORT" >/dev/null
+  [ "$(redis_ping "")" != PONG ] || die "could not set the Redis password"
+  did "set the password of Redis on 127.0.0.1:$REDIS_PORT (restart make up's processes)"
 else
-  ok "Redis answering on 127.0.0.1:6379"
+  ok "Redis answering on 127.0.0.1:$REDIS_PORT${REDIS_PASSWORD:+ (password set)}"
+fi
+
+# --- Web server user: `make up` runs gunicorn as it, never as root ------------------------
+# It reads the code and the env file and reaches PostgreSQL and Redis over TCP; the web app
+# reads nothing under the data dir (consoles and mboxes come from the database).
+if ! getent passwd "$WEB_USER" >/dev/null; then
+  as_root useradd -r -U -d /nonexistent -s /usr/sbin/nologin "$WEB_USER"
+  did "create web user $WEB_USER"
 fi
 
 # --- libvirt (without systemd: see shared/KERNEL-NOTES.md) -------------------------------
@@ -132,14 +188,33 @@ if ! pgrep -x virtlogd >/dev/null; then as_root virtlogd -d; did "start virtlogd
 # There libvirtd runs under `tini -s`, a subreaper that reaps at once (teardown measured
 # 0.05-0.23 s).
 libvirtd_parent() { ps -o comm= -p "$(ps -o ppid= -p "$(pgrep -xo libvirtd)" | tr -d ' ')"; }
-if [ "$(cat /proc/1/comm)" != systemd ] && pgrep -x libvirtd >/dev/null \
-    && [ "$(libvirtd_parent)" != tini ]; then
+# Read-only connections (the web server's /healthz runs as $WEB_USER) are authorised by
+# polkit over D-Bus, which a machine without systemd lacks: every one failed with "Unable to
+# get system bus connection". There the read-only socket needs no authentication, which is
+# what polkit's default grants every local user anyway.
+LIBVIRTD_CONF=/etc/libvirt/libvirtd.conf
+if [ "$(cat /proc/1/comm)" != systemd ] && ! as_root grep -qs '^[[:space:]]*auth_unix_ro' "$LIBVIRTD_CONF"; then
+  as_root mkdir -p /etc/libvirt
+  printf '# Added by rcubench scripts/setup.sh: no polkit without D-Bus.\nauth_unix_ro = "none"\n' \
+    | as_root tee -a "$LIBVIRTD_CONF" >/dev/null
+  did "let unprivileged users connect to libvirt read-only ($LIBVIRTD_CONF)"
+fi
+as_web_user() { as_root setpriv --reuid="$WEB_USER" --regid="$WEB_USER" --init-groups -- "$@"; }
+restart_reason=""
+if [ "$(cat /proc/1/comm)" != systemd ] && pgrep -x libvirtd >/dev/null; then
+  if [ "$(libvirtd_parent)" != tini ]; then
+    restart_reason="to restart it under a subreaper"
+  elif ! as_web_user virsh -r -q -c qemu:///system list >/dev/null 2>&1; then
+    restart_reason="to restart it with read-only access for $WEB_USER"
+  fi
+fi
+if [ -n "$restart_reason" ]; then
   if as_root virsh -q -c qemu:///system list --name 2>/dev/null | grep -q .; then
-    warn "libvirtd runs without a subreaper (slow domain teardown); domains are running, left as is"
+    warn "libvirtd needs a restart ($restart_reason); domains are running, left as is"
   else
     as_root pkill -x libvirtd
     for _ in $(seq 20); do pgrep -x libvirtd >/dev/null || break; sleep 0.5; done
-    did "stop libvirtd, to restart it under a subreaper"
+    did "stop libvirtd, $restart_reason"
   fi
 fi
 if ! pgrep -x libvirtd >/dev/null; then
@@ -245,6 +320,39 @@ if ! git --git-dir="$DEFAULT_TREE" rev-parse -q --verify "refs/tags/v$upstream-d
   did "import $KERNEL_TARBALL into $DEFAULT_TREE (tag v$upstream-debian)"
 else
   ok "default kernel tree $DEFAULT_TREE"
+fi
+
+# --- Local configuration (the env file) -------------------------------------------------
+# Settings refuse to start without DJANGO_SECRET_KEY when DEBUG is off: a random one is
+# written once. `make up` and the tests serve plain HTTP on 127.0.0.1, so HTTPS-only
+# settings are off here (production leaves DJANGO_HTTPS unset). Existing values are kept.
+if [ ! -f "$ENV_FILE" ]; then
+  # Owned by whoever runs `make` (root, or a sudoer whose tools must read it).
+  as_root install -m 0640 -o "$(id -u)" -g "$WEB_USER" /dev/null "$ENV_FILE"
+  did "create $ENV_FILE (0640, group $WEB_USER)"
+elif [ "$(as_root stat -c %G:%a "$ENV_FILE")" != "$WEB_USER:640" ]; then
+  as_root chgrp "$WEB_USER" "$ENV_FILE" && as_root chmod 0640 "$ENV_FILE"
+  did "restrict $ENV_FILE to its owner and group $WEB_USER (0640)"
+fi
+if [ -z "$(env_get DJANGO_SECRET_KEY)" ]; then
+  env_set DJANGO_SECRET_KEY "$("$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(50))')"
+  did "write a random DJANGO_SECRET_KEY into $ENV_FILE"
+fi
+if [ -z "$(env_get DJANGO_HTTPS)" ]; then
+  env_set DJANGO_HTTPS false
+  did "set DJANGO_HTTPS=false in $ENV_FILE (local plain HTTP)"
+fi
+# Broker URLs of the service and of the tests (Redis database 15, see conftest.py).
+if [ -n "$REDIS_PASSWORD" ] || [ "$REDIS_PORT" != 6379 ]; then
+  redis_url=redis://${REDIS_PASSWORD:+:$REDIS_PASSWORD@}127.0.0.1:$REDIS_PORT
+  if [ "$(env_get RCUBENCH_REDIS_PASSWORD)" != "$REDIS_PASSWORD" ] \
+      || [ "$(env_get CELERY_BROKER_URL)" != "$redis_url/0" ] \
+      || [ "$(env_get RCUBENCH_TEST_BROKER_URL)" != "$redis_url/15" ]; then
+    env_set RCUBENCH_REDIS_PASSWORD "$REDIS_PASSWORD"
+    env_set CELERY_BROKER_URL "$redis_url/0"
+    env_set RCUBENCH_TEST_BROKER_URL "$redis_url/15"
+    did "point the broker URLs in $ENV_FILE at Redis on 127.0.0.1:$REDIS_PORT${REDIS_PASSWORD:+ with its password}"
+  fi
 fi
 
 # --- Database schema ---------------------------------------------------------------------

@@ -1,9 +1,19 @@
-"""Deployment files: docker-compose.yml validates and serves every queue; Ansible parses."""
+"""Deployment files and defaults: docker-compose.yml validates, serves every queue and has
+no default password; Ansible parses; the production settings pass `check --deploy`; `make up`
+runs gunicorn unprivileged."""
 
 import json
+import os
+import pwd
+import secrets
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,12 +23,21 @@ from workers.routing import all_queues
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 DEFAULT_TARGETS = ["qemu-x86_64", "qemu-ppc64le"]
+# What an operator's .env must provide to docker-compose.yml.
+COMPOSE_SECRETS = {
+    "POSTGRES_PASSWORD": "pg-Secret1",
+    "REDIS_PASSWORD": "redisSecret2",
+    "DJANGO_SECRET_KEY": "k" * 60,
+}
 
 
-def _compose(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+def _compose(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(VENV_BIN / "docker-compose"), *args],
         cwd=cwd,
+        env={**os.environ, **COMPOSE_SECRETS} if env is None else env,
         capture_output=True,
         text=True,
         check=False,
@@ -57,6 +76,168 @@ def test_every_queue_has_a_compose_worker(compose_config):
         if "worker" in command and "-Q" in command:
             served += command[command.index("-Q") + 1].split(",")
     assert sorted(served) == sorted(all_queues(DEFAULT_TARGETS))
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSE_SECRETS))
+def test_compose_refuses_to_run_without_each_secret(tmp_path, name):
+    """No default password or key: a missing one stops compose, naming it (the copy has no
+    .env beside it)."""
+    shutil.copy(ROOT / "docker-compose.yml", tmp_path / "docker-compose.yml")
+    env = {k: v for k, v in os.environ.items() if k not in COMPOSE_SECRETS}
+    env.update({k: v for k, v in COMPOSE_SECRETS.items() if k != name})
+    result = _compose("config", "--quiet", cwd=tmp_path, env=env)
+    assert result.returncode != 0
+    assert f"set {name} in .env" in result.stderr
+
+
+def test_compose_uses_the_database_password_from_env(compose_config):
+    services = compose_config["services"]
+    password = COMPOSE_SECRETS["POSTGRES_PASSWORD"]
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD"] == password
+    assert f":{password}@postgres:" in services["web"]["environment"]["DATABASE_URL"]
+    assert ":-" not in (ROOT / "docker-compose.yml").read_text().split("POSTGRES_PASSWORD")[1]
+
+
+def test_compose_redis_requires_the_password_every_service_uses(compose_config):
+    services = compose_config["services"]
+    password = COMPOSE_SECRETS["REDIS_PASSWORD"]
+    redis = services["redis"]
+    assert redis["command"][redis["command"].index("--requirepass") + 1] == password
+    assert "PONG" in " ".join(redis["healthcheck"]["test"])  # redis-cli exits 0 on NOAUTH
+    app_services = {n: s for n, s in services.items() if s.get("image") == "rcubench:latest"}
+    assert {"web", "beat", "migrate", "worker-build"} <= set(app_services)
+    for name, service in app_services.items():
+        url = service["environment"]["CELERY_BROKER_URL"]
+        assert url == f"redis://:{password}@redis:6379/0", name
+        assert service["environment"]["DJANGO_SECRET_KEY"] == COMPOSE_SECRETS["DJANGO_SECRET_KEY"]
+
+
+def test_compose_publishes_the_web_port_on_localhost_only(compose_config):
+    for name, service in compose_config["services"].items():
+        for port in service.get("ports", []):
+            assert port.get("host_ip") == "127.0.0.1", (name, port)
+    assert compose_config["services"]["web"]["ports"]
+
+
+# --- Settings: the secret key, `check --deploy` ------------------------------------------
+
+
+def _production_env(**extra: str) -> dict[str, str]:
+    """This process's environment without any Django setting and without the local .env
+    (pytest's settings loaded it into os.environ), as a production host would have it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    return {**env, "RCUBENCH_ENV_FILE": os.devnull, **extra}
+
+
+def _manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+
+
+@pytest.mark.parametrize("value", [None, ""])
+def test_settings_refuse_to_start_without_a_secret_key(value):
+    env = _production_env() if value is None else _production_env(DJANGO_SECRET_KEY=value)
+    result = _manage("check", env=env)
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: DJANGO_SECRET_KEY is not set" in result.stderr
+
+
+def test_debug_starts_without_a_secret_key():
+    result = _manage("check", env=_production_env(DJANGO_DEBUG="true"))
+    assert result.returncode == 0, result.stderr
+
+
+def test_production_settings_pass_check_deploy():
+    env = _production_env(DJANGO_SECRET_KEY=secrets.token_urlsafe(50))
+    result = _manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues (0 silenced)" in result.stdout
+
+
+def test_local_plain_http_is_a_choice_check_deploy_flags():
+    """DJANGO_HTTPS=false (the local .env of `make up` and the tests) turns the HTTPS-only
+    settings off, and `check --deploy` says so."""
+    env = _production_env(DJANGO_SECRET_KEY=secrets.token_urlsafe(50), DJANGO_HTTPS="false")
+    result = _manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+    assert result.returncode != 0
+    for warning in ("W004", "W008", "W012", "W016"):
+        assert f"security.{warning}" in result.stderr
+
+
+def test_image_build_steps_run_without_an_env_file(tmp_path):
+    """The Dockerfile's manage.py steps run at build time, with no .env and no secrets."""
+    steps = [line.removeprefix("RUN ").strip() for line in (ROOT / "Dockerfile").read_text()
+             .splitlines() if line.startswith("RUN ") and "manage.py" in line]  # fmt: skip
+    assert steps
+    env = _production_env(PATH=f"{VENV_BIN}:/usr/bin:/bin", STATIC_ROOT=str(tmp_path / "static"))
+    for step in steps:
+        result = subprocess.run(["sh", "-c", step], cwd=ROOT, env=env, capture_output=True,
+                                text=True, check=False)  # fmt: skip
+        assert result.returncode == 0, step + "\n" + result.stderr
+
+
+# --- `make up`: gunicorn runs unprivileged ------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def service_env(transactional_db) -> Iterator[dict[str, str]]:
+    """scripts/service.sh's environment: its own var dir and port, and the test database
+    (the web user must reach the var dir: not under pytest's private tmp dir)."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    var = Path(tempfile.mkdtemp(prefix="rcubench-test-service-", dir="/var/tmp"))
+    var.chmod(0o755)
+    env = {
+        **os.environ,
+        "RCUBENCH_VAR_DIR": str(var),
+        "RCUBENCH_BIND": f"127.0.0.1:{_free_port()}",
+        "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}"
+        f":{db['PORT'] or 5432}/{db['NAME']}",
+    }
+    try:
+        yield env
+    finally:
+        subprocess.run(["bash", "scripts/service.sh", "down", "web"], cwd=ROOT, env=env,
+                       capture_output=True, check=False)  # fmt: skip
+        shutil.rmtree(var, ignore_errors=True)
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True,
+                         text=True, check=False).stdout  # fmt: skip
+    return [int(p) for p in out.split()]
+
+
+def test_make_up_runs_gunicorn_as_an_unprivileged_user(service_env):
+    up = subprocess.run(["bash", "scripts/service.sh", "up", "web"], cwd=ROOT, env=service_env,
+                        capture_output=True, text=True, check=False, timeout=120)  # fmt: skip
+    assert up.returncode == 0, up.stdout + up.stderr
+    master = int((Path(service_env["RCUBENCH_VAR_DIR"]) / "run/web/web.pid").read_text())
+    deadline = time.monotonic() + 30
+    while len(workers := _children(master)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(workers) == 2
+    expected = os.getuid() if os.getuid() != 0 else pwd.getpwnam("rcubench").pw_uid
+    for pid in (master, *workers):
+        uid = os.stat(f"/proc/{pid}").st_uid
+        assert uid != 0, f"gunicorn pid {pid} runs as root"
+        assert uid == expected
+    # It reads the settings (.env) and reaches the database, the broker and libvirt.
+    url = f"http://{service_env['RCUBENCH_BIND']}/healthz"
+    with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310  (a local URL)
+        body = json.load(response)
+    assert body["status"] == "ok", body
+
+    down = subprocess.run(["bash", "scripts/service.sh", "down", "web"], cwd=ROOT,
+                          env=service_env, capture_output=True, text=True, check=False)  # fmt: skip
+    assert "web: stopped" in down.stdout, down.stdout + down.stderr
 
 
 def test_ansible_worker_playbook_parses():

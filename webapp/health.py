@@ -16,8 +16,11 @@ from workers.vm.connection import describe as describe_libvirt
 @dataclass(frozen=True)
 class Check:
     ok: bool
-    detail: str
+    detail: str  # versions, addresses, error texts: for staff only (webapp/views.py)
     seconds: float
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
 
 
 def _timed(probe: Callable[[], str]) -> Check:
@@ -57,10 +60,9 @@ def check_libvirt(uri: str | None = None) -> Check:
     return _timed(lambda: describe_libvirt(uri or settings.LIBVIRT_URI))
 
 
-def run_checks() -> dict[str, dict[str, object]]:
-    checks = {
+def run_checks() -> dict[str, Check]:
+    return {
         "database": check_database(),
         "broker": check_broker(),
         "libvirt": check_libvirt(),
     }
-    return {name: asdict(check) for name, check in checks.items()}

@@ -3,19 +3,53 @@
 Every variable is listed with its default in .env.example.
 """
 
+import os
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env")
+# scripts/setup.sh writes the local one (a random secret key, plain HTTP); values already in
+# the environment win over the file.
+environ.Env.read_env(os.environ.get("RCUBENCH_ENV_FILE", BASE_DIR / ".env"))
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
-SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="insecure-local-development-key")
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG:
+        # A well-known default would let anyone forge sessions and password-reset tokens.
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is not set: set it in the environment or in .env "
+            "(scripts/setup.sh writes a random one for local use)"
+        )
+    SECRET_KEY = "django-insecure-debug-only"
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+# --- HTTPS (`manage.py check --deploy`) ---
+# Production serves HTTPS through a TLS-terminating proxy in front of gunicorn: every
+# HTTPS-only setting is on unless DJANGO_HTTPS=false, which `make up` and the tests use (they
+# serve plain HTTP on 127.0.0.1; scripts/setup.sh writes it into the local .env).
+RCUBENCH_HTTPS = env.bool("DJANGO_HTTPS", default=not DEBUG)
+SECURE_SSL_REDIRECT = RCUBENCH_HTTPS
+SESSION_COOKIE_SECURE = RCUBENCH_HTTPS
+CSRF_COOKIE_SECURE = RCUBENCH_HTTPS
+SECURE_HSTS_SECONDS = env.int(
+    "DJANGO_SECURE_HSTS_SECONDS", default=365 * 24 * 3600 if RCUBENCH_HTTPS else 0
+)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool(
+    "DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=RCUBENCH_HTTPS
+)
+SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=RCUBENCH_HTTPS)
+# The proxy says which scheme the client used; it must overwrite any X-Forwarded-Proto the
+# client sent (the web port is published on 127.0.0.1 only, for that proxy).
+if env.bool("DJANGO_SECURE_PROXY_SSL_HEADER", default=RCUBENCH_HTTPS):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Container and load-balancer probes ask for /healthz over plain HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -133,6 +167,10 @@ RCUBENCH_BUILD_MIN_FREE_GB = env.float("RCUBENCH_BUILD_MIN_FREE_GB", default=5.0
 # LRU limits: artifacts beyond this size, and slots (worktree + object dir) beyond this count.
 RCUBENCH_BUILD_CACHE_MAX_GB = env.float("RCUBENCH_BUILD_CACHE_MAX_GB", default=20.0)
 RCUBENCH_BUILD_MAX_SLOTS = env.int("RCUBENCH_BUILD_MAX_SLOTS", default=6)
+# What one build step may use: memory (a cgroup for the whole step where the worker is root,
+# and every process's address space) and processes. A -j2 tinyconfig build peaks near 1 GiB.
+RCUBENCH_BUILD_MEMORY_GB = env.float("RCUBENCH_BUILD_MEMORY_GB", default=8.0)
+RCUBENCH_BUILD_MAX_PROCESSES = env.int("RCUBENCH_BUILD_MAX_PROCESSES", default=4096)
 
 # --- benchmark runs (workers/vm) ---
 # A run whose kernel has not reached init by then is boot-failed; one that has not powered
@@ -141,6 +179,10 @@ RCUBENCH_BOOT_TIMEOUT_SECONDS = env.int("RCUBENCH_BOOT_TIMEOUT_SECONDS", default
 RCUBENCH_BENCH_TIMEOUT_SECONDS = env.int("RCUBENCH_BENCH_TIMEOUT_SECONDS", default=900)
 # Use KVM instead of TCG: only where /dev/kvm runs stock kernels (not on PVM hosts).
 RCUBENCH_VM_KVM = env.bool("RCUBENCH_VM_KVM", default=False)
+# A console past this size ends its run as console-overflow (real ones are 10-30 kB); the
+# database keeps at most RCUBENCH_CONSOLE_KEEP_BYTES of one (its head and tail).
+RCUBENCH_CONSOLE_MAX_BYTES = env.int("RCUBENCH_CONSOLE_MAX_BYTES", default=16 * 2**20)
+RCUBENCH_CONSOLE_KEEP_BYTES = env.int("RCUBENCH_CONSOLE_KEEP_BYTES", default=2**20)
 
 # --- comparisons (webapp/comparisons/orchestrator.py) ---
 # Where the web app is reached: report URLs printed by `./manage.py compare` and in mail.
@@ -155,6 +197,12 @@ RCUBENCH_REDISPATCH_SECONDS = env.int("RCUBENCH_REDISPATCH_SECONDS", default=120
 RCUBENCH_CANCEL_POLL_SECONDS = env.float("RCUBENCH_CANCEL_POLL_SECONDS", default=1.0)
 # Largest patch series accepted (mbox bytes).
 RCUBENCH_MAX_MBOX_BYTES = env.int("RCUBENCH_MAX_MBOX_BYTES", default=10 * 2**20)
+# Most patches in one series (counted before the mbox is parsed): RCU series run to tens of
+# patches, the largest tree-wide series posted to LKML to a few hundred.
+RCUBENCH_MAX_SERIES_PATCHES = env.int("RCUBENCH_MAX_SERIES_PATCHES", default=500)
+# Most runs per side one comparison may ask for (each is a boot on a shared target queue).
+# 4x the default maximum (96): the runs that halve the smallest shift that can be detected.
+RCUBENCH_MAX_RUNS_PER_SIDE = env.int("RCUBENCH_MAX_RUNS_PER_SIDE", default=400)
 # Label in every VM name of this instance (tests use "test-"): a worker destroys only its
 # own instance's leftover VMs, so tests and a running service can share one libvirtd.
 RCUBENCH_INSTANCE = env.str("RCUBENCH_INSTANCE", default="")

@@ -13,6 +13,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 from django.conf import settings
 
+from workers.build.builder import BuildSettings
 from workers.routing import TASK_ROUTES, all_queues
 
 app = Celery(
@@ -28,6 +29,32 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_routes = TASK_ROUTES
 app.conf.task_queues = [Queue(name) for name in all_queues(settings.RCUBENCH_BENCH_TARGETS)]
 app.conf.task_default_queue = "control"
+
+# --- Hard time limits (seconds), one per kind of task ---
+# A task past its hard limit has its pool process killed and is acknowledged, not
+# redelivered; the reapers end its row from the silent heartbeat. Each limit exceeds the
+# longest the task may take within the engine's own timeouts, which end a slow build or run
+# first and record why: the hard limit only ends a task that hangs (a patch loop, a stuck
+# call). The soft limit comes a minute earlier and raises SoftTimeLimitExceeded in the task,
+# which records the failure itself. Only the prefork pool enforces them (not --pool solo).
+SOFT_MARGIN = 60
+# The mirror's lock and its clone or fetch, up to an hour each (workers/build/git.py).
+MIRROR_SECONDS = 2 * 3600
+BUILD_TIME_LIMIT = int(
+    settings.RCUBENCH_BUILD_TIMEOUT_SECONDS  # config + make
+    + 2 * BuildSettings.lock_timeout  # waiting for the slot's lock, then the cache key's
+    + MIRROR_SECONDS
+    + 900  # patching, copying the artifact out, pruning the cache
+)
+BENCH_TIME_LIMIT = int(
+    settings.RCUBENCH_BOOT_TIMEOUT_SECONDS
+    + settings.RCUBENCH_BENCH_TIMEOUT_SECONDS
+    + 600  # waiting for the guest image's lock (workers/vm/images.py)
+    + 600  # image, domain set-up and teardown, parsing a capped console, storing
+)
+# Database work only: the state machine, the reapers, and the statistics of one look.
+CONTROL_TIME_LIMIT = 300
+ANALYSIS_TIME_LIMIT = 1800
 app.conf.beat_schedule = {
     "reap-stale-runs": {
         "task": "rcubench.control.reap_stale_runs",
@@ -41,4 +68,6 @@ app.conf.beat_schedule = {
         "task": "rcubench.control.reap_stale_builds",
         "schedule": float(settings.RCUBENCH_REAPER_INTERVAL_SECONDS),
     },
+    # Console files of deleted runs (the delete removes them when it can reach them).
+    "prune-console-dirs": {"task": "rcubench.control.prune_console_dirs", "schedule": 3600.0},
 }

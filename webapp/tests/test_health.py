@@ -4,11 +4,14 @@ Nothing shared is stopped: failures are produced by pointing a probe at a port w
 listening, or a libvirt socket that does not exist.
 """
 
+import json
 import time
 
 import pytest
+from django.conf import settings as django_settings
 from django.db import connection
 from django.db.backends.postgresql.base import DatabaseWrapper
+from kombu.utils.url import maybe_sanitize_url
 
 from webapp.health import check_broker, check_database, check_libvirt
 
@@ -35,7 +38,7 @@ def test_database_probe_fails_on_closed_port(closed_port):
 def test_broker_probe_ok():
     check = check_broker()
     assert check.ok, check.detail
-    assert check.detail == "broker at redis://127.0.0.1:6379/0"
+    assert check.detail == f"broker at {maybe_sanitize_url(django_settings.CELERY_BROKER_URL)}"
 
 
 def test_broker_probe_fails_fast_on_closed_port(closed_port):
@@ -88,3 +91,55 @@ def test_healthz_503_names_libvirt_when_it_is_down(client, settings, tmp_path):
 
 def test_healthz_is_get_only(client):
     assert client.post("/healthz").status_code == 405
+
+
+# What anyone may see: reachability per component, nothing naming software or hosts.
+LEAKS = ("PostgreSQL", "libvirt ", "redis://", "127.0.0.1", "detail", "seconds", "Error")
+
+
+@pytest.fixture
+def user_client(client, django_user_model):
+    client.force_login(django_user_model.objects.create_user("dev", password="x" * 12))
+    return client
+
+
+@pytest.mark.parametrize("who", ["anonymous", "non-staff"])
+def test_healthz_shows_others_reachability_only(who, client, user_client):
+    response = (client if who == "anonymous" else user_client).get("/healthz")
+    assert response.status_code == 200
+    assert response.json()["checks"] == {
+        "database": {"ok": True}, "broker": {"ok": True}, "libvirt": {"ok": True},
+    }  # fmt: skip
+    assert not [leak for leak in LEAKS if leak in response.content.decode()]
+
+
+def test_healthz_failure_shows_anonymous_no_error_text(client, settings, closed_port):
+    settings.CELERY_BROKER_URL = f"redis://127.0.0.1:{closed_port}/0"
+    settings.RCUBENCH_HEALTH_TIMEOUT_SECONDS = 1.0
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    body = response.json()
+    assert (body["failed"], body["checks"]["broker"]) == (["broker"], {"ok": False})
+    text = response.content.decode()
+    assert str(closed_port) not in text
+    assert "refused" not in text.lower()
+
+
+def test_healthz_shows_staff_versions_and_errors(admin_client, settings, closed_port):
+    settings.CELERY_BROKER_URL = f"redis://:secret@127.0.0.1:{closed_port}/0"
+    settings.RCUBENCH_HEALTH_TIMEOUT_SECONDS = 1.0
+    response = admin_client.get("/healthz")
+    assert response.status_code == 503
+    checks = response.json()["checks"]
+    assert checks["database"]["detail"].startswith("PostgreSQL ")
+    assert checks["libvirt"]["detail"].startswith("libvirt 9.")
+    assert not checks["broker"]["ok"]
+    assert "refused" in checks["broker"]["detail"].lower()
+    assert all(isinstance(c["seconds"], float) for c in checks.values())
+    assert "secret" not in json.dumps(checks)  # staff see addresses, never passwords
+
+
+def test_healthz_is_never_cached_and_varies_by_login(client):
+    response = client.get("/healthz")
+    assert "no-cache" in response["Cache-Control"]
+    assert "Cookie" in response["Vary"]

@@ -4,10 +4,14 @@ from typing import Any
 
 from celery.signals import worker_ready
 
-from workers.celery_app import app
+from workers.celery_app import BENCH_TIME_LIMIT, SOFT_MARGIN, app
 
 
-@app.task(name="rcubench.bench.run_benchmark")
+@app.task(
+    name="rcubench.bench.run_benchmark",
+    time_limit=BENCH_TIME_LIMIT,
+    soft_time_limit=BENCH_TIME_LIMIT - SOFT_MARGIN,
+)
 def run_benchmark(run_id: int) -> None:
     from webapp.comparisons.models import Run
     from webapp.comparisons.orchestrator import advance

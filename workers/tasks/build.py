@@ -1,9 +1,13 @@
 """Build-queue tasks: thin wrappers that hand a Build id to the build service."""
 
-from workers.celery_app import app
+from workers.celery_app import BUILD_TIME_LIMIT, SOFT_MARGIN, app
 
 
-@app.task(name="rcubench.build.build_kernel")
+@app.task(
+    name="rcubench.build.build_kernel",
+    time_limit=BUILD_TIME_LIMIT,
+    soft_time_limit=BUILD_TIME_LIMIT - SOFT_MARGIN,
+)
 def build_kernel(build_id: int) -> None:
     from webapp.comparisons.orchestrator import on_build_done
     from webapp.trees.services import run_build
