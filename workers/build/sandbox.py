@@ -128,15 +128,7 @@ class Sandbox:
     ) -> subprocess.CompletedProcess[str]:
         """Run one short step with `stdin` as its input; its output is returned, cut to the
         log limit. Raises StepTimeout when it runs past `timeout` seconds."""
-        proc = subprocess.Popen(
-            self.command(argv, cwd),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        )
+        proc = _start(self.command(argv, cwd), stdin=subprocess.PIPE)
         timer = _Watchdog(proc, time.monotonic() + timeout)
         try:
             out, _ = proc.communicate(stdin)
@@ -180,16 +172,7 @@ def run_logged(
     log.write(f"$ {' '.join(shown or cmd)}\n")
     log.flush()
     deadline = time.monotonic() + timeout
-    proc = subprocess.Popen(
-        cmd,
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        errors="replace",
-        start_new_session=True,
-    )
+    proc = _start(cmd, cwd=cwd, stdin=subprocess.DEVNULL)
     if proc.stdout is None:  # pragma: no cover - stdout=PIPE always gives one
         raise RuntimeError("no stdout pipe")
     # A watchdog rather than a select loop: reading lines blocks, the timer does not.
@@ -214,6 +197,13 @@ def run_logged(
     if timer.fired:
         raise StepTimeout(f"killed after {timeout:.0f} s")
     return code
+
+
+def _start(cmd: Sequence[str], *, stdin: int, cwd: Path | None = None) -> subprocess.Popen[str]:
+    """A step in its own session (killed as a whole), its output merged and decoded."""
+    return subprocess.Popen(cmd, cwd=cwd, stdin=stdin, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, errors="replace",
+                            start_new_session=True)  # fmt: skip
 
 
 def _lines(stream: IO[str], max_chars: int) -> Iterator[str]:
