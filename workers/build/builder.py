@@ -399,6 +399,7 @@ def _compile(
 ) -> dict[str, Path]:
     src = checkout.path
     trusted = obj.name != UNTRUSTED_OBJ
+    inside = slot_dir / "obj"  # where make sees the object dir, whichever it is
     settings.ccache.mkdir(parents=True, exist_ok=True)
     date = checkout.git(["log", "-1", "--format=%cD", sha]).stdout.strip()
     # The fragment is ours: written outside the object dir, bound read-only.
@@ -429,6 +430,7 @@ def _compile(
             env=env,
             limits=settings.limits,
             cgroups=procs,
+            seen_as={obj: inside},
         )
         try:
             sandbox.prepare()
@@ -444,17 +446,17 @@ def _compile(
             # Every output line reports progress: a cold make runs for minutes, and the
             # caller's heartbeat must keep beating through it.
             return run_logged(
-                sandbox.command(argv, cwd=obj), log=log, timeout=remaining, shown=argv,
+                sandbox.command(argv, cwd=inside), log=log, timeout=remaining, shown=argv,
                 on_line=lambda _line: note(phase), limits=settings.limits,
             )  # fmt: skip
 
         try:
             note(phase)
-            kconfig.configure(step, src, obj, arch, merged, fragment)
+            kconfig.configure(step, src, inside, arch, merged, fragment, read_from=obj)
             phase = "make"
             note(phase)
             jobs = settings.jobs or len(os.sched_getaffinity(0))
-            make = ["make", "-C", str(src), f"O={obj}", f"ARCH={arch.make_arch}", f"-j{jobs}"]
+            make = ["make", "-C", str(src), f"O={inside}", f"ARCH={arch.make_arch}", f"-j{jobs}"]
             if arch.cross_compile:
                 make.append(f"CROSS_COMPILE={arch.cross_compile}")
             make += [f"CC=ccache {arch.cc}", "HOSTCC=ccache gcc", "LOCALVERSION="]

@@ -97,11 +97,19 @@ class ConfigStepFailed(RuntimeError):
 
 
 def configure(
-    step: Step, src: Path, obj: Path, arch: ArchProfile, merged: str, fragment: Path
+    step: Step,
+    src: Path,
+    obj: Path,
+    arch: ArchProfile,
+    merged: str,
+    fragment: Path,
+    read_from: Path | None = None,
 ) -> None:
     """Make obj/.config from `fragment` (holding `merged`, outside the object dir) inside
-    the sandbox, and check that every requested option survived. The .config is the
-    build's output: it is read without following a link, and a malformed one is a failure."""
+    the sandbox, and check that every requested option survived. `obj` is the path the
+    steps see; `read_from` the host's path of the same directory, if it differs. The
+    .config is the build's output: it is read without following a link, and a malformed
+    one is a failure."""
     make = ["make", "-C", str(src), f"O={obj}", f"ARCH={arch.make_arch}", "-s"]
     if arch.cross_compile:
         make.append(f"CROSS_COMPILE={arch.cross_compile}")
@@ -127,7 +135,7 @@ def configure(
         if step(argv) != 0:
             raise ConfigStepFailed(f"{Path(argv[0]).name} {argv[-1]} failed")
     try:
-        final = parse(safefile.read_text(obj / ".config", MAX_CONFIG_BYTES))
+        final = parse(safefile.read_text((read_from or obj) / ".config", MAX_CONFIG_BYTES))
     except FileNotFoundError:
         raise ConfigStepFailed("the config step wrote no .config") from None
     except (safefile.UnsafeFile, ConfigError) as exc:

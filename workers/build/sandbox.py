@@ -77,6 +77,9 @@ class Sandbox:
     env: Mapping[str, str] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     cgroups: tuple[Path, ...] = ()  # cgroup.procs files the step joins (see `cgroup`)
+    # Writable directories seen at another path inside: an untrusted build's copy of the
+    # object dir appears where the original is, so kbuild's recorded command lines match.
+    seen_as: Mapping[Path, Path] = field(default_factory=dict)
 
     def command(self, argv: Sequence[str], cwd: Path) -> list[str]:
         bwrap = shutil.which("bwrap")
@@ -116,7 +119,7 @@ class Sandbox:
         for path in self.readable:
             cmd += ["--ro-bind", str(path), str(path)]
         for path in self.writable:
-            cmd += ["--bind", str(path), str(path)]
+            cmd += ["--bind", str(path), str(self.seen_as.get(path, path))]
         cmd += ["--chdir", str(cwd), "--clearenv"]
         env = {"PATH": _PATH, "HOME": "/tmp", "LC_ALL": "C.UTF-8", **self.env}  # noqa: S108
         for key, value in env.items():

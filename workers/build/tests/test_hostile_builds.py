@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from workers.build import kconfig
+from workers.build.arch import profile
 from workers.build.builder import BuildError, build
 from workers.build.tests.conftest import BASE_TAG, DEFAULT_TREE, FIXTURES
 
@@ -69,9 +71,12 @@ def victim(scratch) -> Path:
     return path
 
 
-def _slot_obj(build_settings) -> Path:
-    (slot,) = (build_settings.root / "slots").glob("*x86_64*")
-    return slot / "obj"
+def _slot(build_settings, request) -> Path:
+    """The slot of the session's x86_64 benchmark kernel (other tests make other slots)."""
+    arch = profile("x86_64")
+    chash = kconfig.config_hash(arch, kconfig.merge(arch, request.fragments))
+    (slot,) = (build_settings.root / "slots").glob(f"*-x86_64-{chash[:12]}")
+    return slot
 
 
 # --- patch application --------------------------------------------------------------------
@@ -102,7 +107,7 @@ def test_a_patch_rewriting_the_worktree_git_file_is_refused(
         build(kernel_request(mbox=mbox, patch_fallback=fallback), build_settings)
     assert err.value.code == "patch-failed"
     assert "is refused: .git: a path inside .git" in err.value.message
-    (slot,) = (build_settings.root / "slots").glob("*x86_64*")
+    slot = _slot(build_settings, kernel_request())
     assert (slot / "src" / ".git").read_text().startswith(f"gitdir: {build_settings.mirrors}")
     assert not (slot / "src" / "evil").exists()
     # The next build in that slot runs host-side git there (checkout, clean, am).
@@ -181,7 +186,7 @@ def test_a_planted_config_is_never_followed_and_no_secret_is_read(
         f"\tif grep -qs CONFIG_RCU_SCALE_TEST=y .config; then {plant.format(secret=secret)}; fi\n"
     )
     mbox = _series(_makefile_prefix(f"olddefconfig:\n{recipe}"))
-    trusted_obj = _slot_obj(build_settings)
+    trusted_obj = _slot(build_settings, kernel_request()) / "obj"
     before = sorted(p.name for p in trusted_obj.iterdir())
     with pytest.raises(BuildError) as err:
         build(kernel_request(mbox=mbox), build_settings)

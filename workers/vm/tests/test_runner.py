@@ -134,4 +134,5 @@ def test_a_guest_flooding_its_console_ends_as_console_overflow(x86_kernel, initr
     assert len(data) == cap + 1  # read up to the cap, not past it
     assert data.startswith(b"[    0.000000] Linux version")  # the head, from the first file
     assert data.count(b"FLOOD\r\n") > 2**20 // 7
-    assert (tmp_path / "console.log.0").stat().st_size == 2**21  # virtlogd did rotate it
+    rotated = (tmp_path / "console.log.0").stat().st_size  # virtlogd rotated it near 2 MiB
+    assert 2**21 - 4096 <= rotated <= 2**21
