@@ -213,16 +213,18 @@ def build(
                 if meta := store.lookup(key):  # built by another request while we waited
                     return outcome(sha, meta, cached=True)
                 pruned = store.ensure_free(settings.min_free_bytes, keep=keep)
-                obj = _object_dir(slot_dir, trusted=series is None)
+                trusted = series is None
+                obj = _object_dir(slot_dir, trusted=trusted)
                 try:
-                    files = _compile(arch, src, slot_dir, obj, sha, merged, settings, note)
+                    files = _compile(arch, src, slot_dir, obj, trusted, sha, merged, settings,
+                                     note)  # fmt: skip
                     meta = _meta(sha, base_sha, req, arch, chash, toolchain, started, applied)
                     store.publish(key, files, meta, limit=settings.max_output_file_bytes)
                 except safefile.UnsafeFile as exc:
                     raise BuildError(MAKE_FAILED, f"the build left an unusable file: {exc}",
                                      _tail(slot_dir / "build.log")) from exc  # fmt: skip
                 finally:
-                    if obj.name == UNTRUSTED_OBJ:
+                    if not trusted:
                         _remove(obj)
             pruned = [
                 *pruned,
@@ -392,13 +394,13 @@ def _compile(
     checkout: Checkout,
     slot_dir: Path,
     obj: Path,
+    trusted: bool,
     sha: str,
     merged: str,
     settings: BuildSettings,
     note: Progress,
 ) -> dict[str, Path]:
     src = checkout.path
-    trusted = obj.name != UNTRUSTED_OBJ
     inside = slot_dir / "obj"  # where make sees the object dir, whichever it is
     settings.ccache.mkdir(parents=True, exist_ok=True)
     date = checkout.git(["log", "-1", "--format=%cD", sha]).stdout.strip()

@@ -83,12 +83,3 @@ def write_text(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     with os.fdopen(fd, "w") as f:
         f.write(text)
-
-
-def replace_text(path: Path, text: str) -> None:
-    """Replace `path` with a new file holding `text` (whatever `path` was: an old file, a
-    planted symlink or FIFO), by writing a fresh temporary file beside it and renaming it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
-    tmp.unlink(missing_ok=True)
-    write_text(tmp, text)
-    os.replace(tmp, path)
