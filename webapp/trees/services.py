@@ -4,7 +4,7 @@ import logging
 import socket
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from webapp.states import Result, State, end_silent_steps, heartbeat
+from webapp.states import Result, State, end_silent_steps
 from webapp.text import storable
 from webapp.trees.models import Build, Patch, PatchSeries, Revision, Tree
 from workers.build import builder, kconfig
@@ -92,8 +92,7 @@ def run_build(build_id: int) -> Build | None:
              " + series" if revision.series else "")  # fmt: skip
     try:
         with _beating(build_id):
-            outcome = builder.build(request, build_settings(), progress=heartbeat(Build, build_id),
-                                    keep=_artifacts_in_use())  # fmt: skip
+            outcome = builder.build(request, build_settings(), keep=_artifacts_in_use())
     except builder.BuildError as exc:
         _finish(build, Result.FAILED, error_code=exc.code, error_message=exc.message, log=exc.log)
         return build
@@ -139,34 +138,30 @@ def _finish(build: Build, result: str, *, error_code: str = "", error_message: s
     return bool(ended)
 
 
-def _beating(build_id: int) -> AbstractContextManager[None]:
-    """Heartbeat from a thread for the whole build: fetching, applying the series and
-    waiting for another build's lock give no progress callbacks, and the reaper must not
-    take a live build for a dead one."""
+@contextmanager
+def _beating(build_id: int) -> Iterator[None]:
+    """Heartbeat from a thread for the whole build, the build's one heartbeat: fetching,
+    applying the series and waiting for another build's lock print nothing, and a cold make
+    can be silent for minutes, yet the reaper must not take a live build for a dead one."""
     every = max(1.0, min(15.0, settings.RCUBENCH_RUN_STALE_SECONDS / 4))
+    stop = threading.Event()
 
-    @contextmanager
-    def beating() -> Iterator[None]:
-        stop = threading.Event()
-
-        def loop() -> None:
-            try:
-                while not stop.wait(every):
-                    Build.objects.filter(pk=build_id, state=State.RUNNING).update(
-                        heartbeat_at=timezone.now()
-                    )
-            finally:
-                connection.close()  # the thread's own connection
-
-        thread = threading.Thread(target=loop, name=f"build-{build_id}-heartbeat", daemon=True)
-        thread.start()
+    def loop() -> None:
         try:
-            yield
+            while not stop.wait(every):
+                Build.objects.filter(pk=build_id, state=State.RUNNING).update(
+                    heartbeat_at=timezone.now()
+                )
         finally:
-            stop.set()
-            thread.join()
+            connection.close()  # the thread's own connection
 
-    return beating()
+    thread = threading.Thread(target=loop, name=f"build-{build_id}-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _artifacts_in_use() -> frozenset[str]:

@@ -198,7 +198,7 @@ def build(
 
     slot = f"{mirror.name.removesuffix('.git')}-{arch.name}-{chash[:12]}"
     try:
-        with store.slot_lock(slot, timeout=settings.lock_timeout, waiting=note):
+        with store.slot_lock(slot, timeout=settings.lock_timeout):
             slot_dir = store.slot_dir(slot)
             _remove(slot_dir / UNTRUSTED_OBJ)  # left by a worker killed mid-build
             # A series applied before is checked out as its remembered commit, not re-applied.
@@ -209,7 +209,7 @@ def build(
                 fuzz = FuzzSandbox(slot_dir / "fuzz", settings.user, settings.limits)
                 sha, applied = _apply(src, series, req, store, memo_key, memo, fuzz)
             key = cache_key(sha, arch.name, chash, toolchain)
-            with store.key_lock(key, timeout=settings.lock_timeout, waiting=note):
+            with store.key_lock(key, timeout=settings.lock_timeout):
                 if meta := store.lookup(key):  # built by another request while we waited
                     return outcome(sha, meta, cached=True)
                 pruned = store.ensure_free(settings.min_free_bytes, keep=keep)
@@ -445,8 +445,8 @@ def _compile(
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise StepTimeout(f"no time left of the {settings.timeout:.0f} s limit")
-            # Every output line reports progress: a cold make runs for minutes, and the
-            # caller's heartbeat must keep beating through it.
+            # Every output line reports progress: a cold make runs for minutes, and a caller
+            # following it sees it move (the build service beats from its own thread).
             return run_logged(
                 sandbox.command(argv, cwd=inside), log=log, timeout=remaining, shown=argv,
                 on_line=lambda _line: note(phase), limits=settings.limits,

@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,11 +40,8 @@ def cache_key(sha: str, arch: str, config_hash: str, toolchain: str) -> str:
 
 
 @contextmanager
-def flocked(
-    path: Path, *, timeout: float, waiting: Callable[[str], None] | None = None
-) -> Iterator[None]:
-    """Hold an exclusive flock on `path`, waiting up to `timeout` seconds for it; `waiting`
-    is called while it waits (the caller's heartbeat)."""
+def flocked(path: Path, *, timeout: float) -> Iterator[None]:
+    """Hold an exclusive flock on `path`, waiting up to `timeout` seconds for it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as f:
         deadline = time.monotonic() + timeout
@@ -55,8 +52,6 @@ def flocked(
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise LockTimeout(f"{path.name} still locked after {timeout:.0f} s") from None
-                if waiting is not None:
-                    waiting("wait")
                 time.sleep(0.2)
         try:
             os.utime(path)  # last use, for LRU pruning of slots
@@ -110,15 +105,11 @@ class Store:
         os.utime(meta)
         return data
 
-    def key_lock(
-        self, key: str, *, timeout: float, waiting: Callable[[str], None] | None = None
-    ) -> AbstractContextManager[None]:
-        return flocked(self.locks / f"key-{key}.lock", timeout=timeout, waiting=waiting)
+    def key_lock(self, key: str, *, timeout: float) -> AbstractContextManager[None]:
+        return flocked(self.locks / f"key-{key}.lock", timeout=timeout)
 
-    def slot_lock(
-        self, slot: str, *, timeout: float, waiting: Callable[[str], None] | None = None
-    ) -> AbstractContextManager[None]:
-        return flocked(self.locks / f"slot-{slot}.lock", timeout=timeout, waiting=waiting)
+    def slot_lock(self, slot: str, *, timeout: float) -> AbstractContextManager[None]:
+        return flocked(self.locks / f"slot-{slot}.lock", timeout=timeout)
 
     def slot_dir(self, slot: str) -> Path:
         return self.root / "slots" / slot

@@ -65,8 +65,7 @@ def test_a_two_patch_series_is_applied_and_built_incrementally(
     phases: list[str] = []
     out = build(kernel_request(mbox=mbox), build_settings, progress=phases.append)
     assert not out.cached
-    # Progress keeps coming while make runs (each output line), not only at phase starts:
-    # the build task's heartbeat depends on it.
+    # Progress keeps coming while make runs (each output line), not only at phase starts.
     assert phases[:3] == ["fetch", "apply", "config"]
     assert phases.count("make") > 10
     assert out.sha != out.base_sha == x86_kernel.sha
