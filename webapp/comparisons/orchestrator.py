@@ -25,6 +25,7 @@ from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from benchmarks.cmdline import CmdlineError, check_extra
 from benchmarks.registry import BENCHMARKS, kconfig_for
 from benchmarks.registry import get as get_benchmark
 from webapp.comparisons.models import Comparison, ComparisonState, Run, Target
@@ -105,11 +106,13 @@ def _validate(req: Request) -> None:
         raise SubmissionError("fuzz was allowed, but there is no patch series to apply")
     if not req.benchmarks:
         raise SubmissionError("no benchmark requested")
+    specs = []
     for name in req.benchmarks:
         try:
             spec = get_benchmark(name).spec
         except KeyError as exc:
             raise SubmissionError(str(exc.args[0])) from None
+        specs.append(spec)
         if req.target.arch not in spec.archs:
             raise SubmissionError(f"benchmark {name} does not run on {req.target.arch}")
     if len(set(req.benchmarks)) != len(req.benchmarks):
@@ -134,9 +137,6 @@ def _validate(req: Request) -> None:
         raise SubmissionError(f"alpha must be in (0, 0.5), got {req.alpha}")
     if req.threshold_pct < 0:
         raise SubmissionError(f"the threshold must be >= 0, got {req.threshold_pct}")
-    from benchmarks.cmdline import CmdlineError, check_extra
-
-    specs = [get_benchmark(name).spec for name in req.benchmarks]
     for side, extra in (("A", req.cmdline_a), ("B", req.cmdline_b)):
         if len(extra) > _CMDLINE_MAX or not extra.isprintable():
             raise SubmissionError(
