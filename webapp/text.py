@@ -19,7 +19,3 @@ def storable(text: str) -> str:
         text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     return text
 
-
-def decode(data: bytes) -> str:
-    """Bytes from a console, a log or a mail as storable text (invalid UTF-8 escaped)."""
-    return storable(data.decode("utf-8", "backslashreplace"))
