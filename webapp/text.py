@@ -18,4 +18,3 @@ def storable(text: str) -> str:
     except UnicodeEncodeError:  # surrogates from errors="surrogateescape" decoding
         text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     return text
-
