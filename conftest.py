@@ -198,13 +198,13 @@ def kernel_request():
 def x86_kernel_race(build_settings, kernel_request):
     """The session's x86_64 benchmark kernel, requested twice at the same moment: one
     request builds it, the other waits and gets the stored artifact."""
-    from workers.build.builder import build
+    from workers.build.builder import build_kernel
 
     barrier = threading.Barrier(2)
 
     def one(_: int):
         barrier.wait()
-        return build(kernel_request(), build_settings)
+        return build_kernel(kernel_request(), build_settings)
 
     with ThreadPoolExecutor(2) as pool:
         return list(pool.map(one, range(2)))
@@ -217,6 +217,6 @@ def x86_kernel(x86_kernel_race):
 
 @pytest.fixture(scope="session")
 def ppc64le_kernel(build_settings, kernel_request):
-    from workers.build.builder import build
+    from workers.build.builder import build_kernel
 
-    return build(kernel_request(arch="ppc64le"), build_settings)
+    return build_kernel(kernel_request(arch="ppc64le"), build_settings)

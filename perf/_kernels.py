@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 from benchmarks.registry import BENCHMARKS, kconfig_for
-from workers.build.builder import BuildOutcome, BuildRequest, BuildSettings, build
+from workers.build.builder import BuildOutcome, BuildRequest, BuildSettings, build_kernel
 from workers.vm.images import build_initramfs, busybox_for
 
 DATA = Path(os.environ.get("RCUBENCH_DATA_DIR", "/var/lib/rcubench"))
@@ -26,7 +26,7 @@ def request(arch: str) -> BuildRequest:
 
 
 def kernel(arch: str) -> BuildOutcome:
-    return build(request(arch), build_settings())
+    return build_kernel(request(arch), build_settings())
 
 
 def initramfs(arch: str, data: Path = DATA) -> Path:

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from workers.build.builder import BuildRequest, BuildSettings, build
+from workers.build.builder import BuildRequest, BuildSettings, build_kernel
 
 DEFAULT_TREE = Path("/var/lib/rcubench/trees/linux-6.12.git")
 FRAGMENT = ("CONFIG_RCU_SCALE_TEST=y", "CONFIG_BPF_SYSCALL=y")
@@ -67,17 +67,17 @@ def main() -> int:
         trusted_req = BuildRequest(**{**base.__dict__, "ref": BRANCH})
         series_req = BuildRequest(**{**base.__dict__, "mbox": ONE_LINE.read_bytes()})
 
-        cold = build(base, settings)
+        cold = build_kernel(base, settings)
         assert not cold.cached
-        trusted = build(trusted_req, settings)
+        trusted = build_kernel(trusted_req, settings)
         assert not trusted.cached
         assert trusted.sha != cold.sha
-        untrusted = build(series_req, settings)
+        untrusted = build_kernel(series_req, settings)
         assert not untrusted.cached
         assert untrusted.sha not in (cold.sha, trusted.sha)
         hits = []
         for _ in range(5):
-            hit = build(base, settings)
+            hit = build_kernel(base, settings)
             assert hit.cached
             hits.append(hit.seconds)
         hit_s = statistics.median(hits)

@@ -20,7 +20,8 @@ from benchmarks.spec import Kind, RunContext
 from perf._kernels import initramfs, kernel
 from perf.vm_overhead import TOPOLOGY, URI
 from workers.vm.domain import VMSpec
-from workers.vm.runner import OK, new_domain_name, run_vm
+from workers.vm.outcomes import OK
+from workers.vm.runner import new_domain_name, run_vm
 
 PER_ARCH = {
     "x86_64": ["sync-rcu-latency", "smt-toggle", "boot-time", "bpf-slab"],

@@ -29,7 +29,7 @@ from scipy import stats as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from webapp.analysis import engine as E
-from webapp.analysis import stats as S
+from webapp.analysis import stats
 
 SEED = 20261121
 PERM = 999
@@ -81,7 +81,7 @@ def _rng(name: str, i: int) -> np.random.Generator:
 
 
 def bm_rejects(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> float:
-    return float(S.brunner_munzel(a, b, n_perm=PERM, rng=rng).p_value <= 0.05)
+    return float(stats.brunner_munzel(a, b, n_perm=PERM, rng=rng).p_value <= 0.05)
 
 
 def fixed_aa(gen: Callable[[np.random.Generator, int], np.ndarray]) -> Callable[[str, int], list]:
@@ -132,7 +132,7 @@ def nested_aa(run_sd: float) -> Callable[[str, int], list]:
         ra, rb = nested(rng, 24, 100, run_sd), nested(rng, 24, 100, run_sd)
         p50 = bm_rejects(np.array([np.median(r) for r in ra]),
                          np.array([np.median(r) for r in rb]), rng)  # fmt: skip
-        p99 = S.tail_test(ra, rb, n_perm=PERM, n_boot=10, rng=rng).p_value <= 0.05
+        p99 = stats.tail_test(ra, rb, n_perm=PERM, n_boot=10, rng=rng).p_value <= 0.05
         pooled = st.mannwhitneyu(np.concatenate(ra), np.concatenate(rb)).pvalue <= 0.05
         return [p50, float(p99), float(pooled)]
 
@@ -142,7 +142,7 @@ def nested_aa(run_sd: float) -> Callable[[str, int], list]:
 def tail_only(name: str, i: int) -> list:
     rng = _rng(name, i)
     ra, rb = nested(rng, 24, 100, 0.02), nested(rng, 24, 100, 0.02, tail=1.3)
-    p99 = S.tail_test(ra, rb, n_perm=PERM, n_boot=10, rng=rng).p_value <= 0.05
+    p99 = stats.tail_test(ra, rb, n_perm=PERM, n_boot=10, rng=rng).p_value <= 0.05
     p50 = bm_rejects(np.array([np.median(r) for r in ra]),
                      np.array([np.median(r) for r in rb]), rng)  # fmt: skip
     return [float(p99), p50]
@@ -150,7 +150,7 @@ def tail_only(name: str, i: int) -> list:
 
 def hl_coverage(name: str, i: int) -> list:
     rng = _rng(name, i)
-    shift = S.hodges_lehmann(lognormal(rng, 24), lognormal(rng, 24, 0.05))
+    shift = stats.hodges_lehmann(lognormal(rng, 24), lognormal(rng, 24, 0.05))
     return [float(shift.low <= 5.0 <= shift.high)]
 
 
@@ -267,8 +267,8 @@ def run_target(index: int, sims: int, pool: multiprocessing.pool.Pool) -> bool:
 
 def deterministic() -> bool:
     rng = np.random.default_rng(SEED)
-    sep = S.brunner_munzel(np.arange(24.0), np.arange(24.0) + 50, rng=rng)
-    const = S.brunner_munzel(np.full(24, 7.0), np.full(24, 9.0), rng=rng)
+    sep = stats.brunner_munzel(np.arange(24.0), np.arange(24.0) + 50, rng=rng)
+    const = stats.brunner_munzel(np.full(24, 7.0), np.full(24, 9.0), rng=rng)
     ok = sep.p_value < 0.01 and const.p_value < 0.01
     ok &= not (math.isnan(sep.p_value) or math.isnan(const.p_value))
     print(f"{'PASS' if ok else 'FAIL'}  complete separation 24 vs 24: p {sep.p_value:.3g} "

@@ -66,7 +66,7 @@ from perf._kernels import build_settings, initramfs, request
 from perf.vm_overhead import TOPOLOGY, bare_cmd
 from webapp.comparisons.models import Comparison
 from webapp.states import Result
-from workers.build.builder import build
+from workers.build.builder import build_kernel
 from workers.vm.domain import VMSpec
 
 MBOX = ROOT / "demo" / "0001-rcu-fqs-one-more-jiffy-demo.mbox"
@@ -134,10 +134,10 @@ def floor(data: Path, boots: int) -> dict[str, float]:
     settings, base_request = build_settings(data), request("x86_64")
     took: dict[str, float] = {}
     t = time.monotonic()
-    base = build(base_request, settings)
+    base = build_kernel(base_request, settings)
     took["cold build"] = time.monotonic() - t
     t = time.monotonic()
-    build(dataclasses.replace(base_request, mbox=MBOX.read_bytes()), settings)
+    build_kernel(dataclasses.replace(base_request, mbox=MBOX.read_bytes()), settings)
     took["incremental build"] = time.monotonic() - t
     initrd = initramfs("x86_64", data)
     spec = VMSpec(name="floor", arch="x86_64", kernel=base.image,

@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.registry import get
 from perf._kernels import initramfs, kernel
 from workers.vm.domain import EMULATOR, FIRMWARE, MACHINE_ARGS, VMSpec
-from workers.vm.runner import OK, new_domain_name, run_vm
+from workers.vm.outcomes import OK
+from workers.vm.runner import new_domain_name, run_vm
 
 URI = "qemu:///system"
 TOPOLOGY = {

@@ -82,7 +82,8 @@ up() {
       stop web
     fi
     start web as_web_user "$BIN/gunicorn" webapp.wsgi --bind "$ADDR" --workers 2 --daemon \
-      --pid "$(pidfile web)" --error-logfile "$LOG/web.log" --access-logfile "$LOG/web-access.log"
+      --pid "$(pidfile web)" --error-logfile "$LOG/web.log" --access-logfile "$LOG/web-access.log" \
+      --capture-output
   fi
   if wants worker; then
     # No -Q: the worker consumes every queue the app declares (control, build, analysis, bench.*).

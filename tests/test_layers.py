@@ -30,7 +30,7 @@ def _run(cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_project_keeps_the_layer_contract():
     result = _run(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 kept, 0 broken" in result.stdout
+    assert "4 kept, 0 broken" in result.stdout
 
 
 def test_contract_catches_an_engine_module_importing_django(tmp_path):
@@ -56,6 +56,20 @@ def test_contract_catches_an_engine_module_importing_django(tmp_path):
     (tmp_path / "webapp" / "analysis" / "engine.py").write_text(
         "from webapp.analysis import models\n"
     )
+    (tmp_path / "workers" / "tasks.py").write_text("")
+    (tmp_path / "webapp" / "comparisons" / "orchestrator.py").write_text(
+        "from workers import tasks\n"
+    )
+    (tmp_path / "webapp" / "comparisons" / "models.py").write_text(
+        "from workers.vm import runner\n"
+    )
+    for name in ("apps", "consoles"):
+        (tmp_path / "webapp" / "comparisons" / f"{name}.py").write_text("")
+    (tmp_path / "webapp" / "trees" / "models.py").write_text("")
+    (tmp_path / "webapp" / "alerts").mkdir()
+    (tmp_path / "webapp" / "alerts" / "__init__.py").write_text("")
+    (tmp_path / "webapp" / "alerts" / "models.py").write_text("")
+    (tmp_path / "workers" / "build" / "builder.py").write_text("")
 
     result = _run(tmp_path)
     assert result.returncode != 0
@@ -64,3 +78,25 @@ def test_contract_catches_an_engine_module_importing_django(tmp_path):
     assert "workers.vm.runner -> django (l.1)" in output
     assert "benchmarks.parser -> webapp.settings (l.1)" in output
     assert "webapp.analysis.engine -> webapp.analysis.models (l.1)" in output
+    assert "webapp.comparisons.orchestrator -> workers.tasks (l.1)" in output
+    assert "webapp.comparisons.models -> workers.vm.runner (l.1)" in output
+
+
+def test_django_setup_loads_no_libvirt_vm_runner_or_build_engine():
+    """What every process pays at start (web workers, the CLI, the admin): models, apps and
+    admin modules only, none of the engine (libvirt needs its daemon's library)."""
+    code = (
+        "import sys, django; django.setup(); "
+        "import django.contrib.admin; django.contrib.admin.autodiscover(); "
+        "print(sorted(m for m in sys.modules if m == 'libvirt' or m.startswith("
+        "('workers.vm.runner', 'workers.build.builder', 'workers.tasks'))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={"DJANGO_SETTINGS_MODULE": "webapp.settings", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout.strip() == "[]"

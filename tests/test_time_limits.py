@@ -19,12 +19,12 @@ from workers.celery_app import app
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = {
     "rcubench.control.advance_comparison",
-    "rcubench.control.kick_comparisons",
+    "rcubench.control.advance_unfinished_comparisons",
     "rcubench.control.reap_stale_runs",
     "rcubench.control.reap_stale_builds",
     "rcubench.build.build_kernel",
     "rcubench.bench.run_benchmark",
-    "rcubench.analysis.analyse_comparison",
+    "rcubench.control.prune_console_dirs",
     "rcubench.analysis.conclude_look",
 }
 

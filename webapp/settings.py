@@ -9,6 +9,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from webapp import logs
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -122,10 +124,14 @@ STATIC_URL = "static/"
 STATIC_ROOT = env.str("STATIC_ROOT", default=None)
 WHITENOISE_USE_FINDERS = True
 
+# JSON lines (webapp/logs.py); readable text on a terminal. Celery's worker and beat put
+# the same formatter on their --logfile (workers/celery_app.py).
+logs.configure()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"structured": {"()": "webapp.logs.formatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }
 

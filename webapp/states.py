@@ -7,12 +7,18 @@ only a done step has a result.
 """
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
+
+from webapp import logs
+from webapp.text import storable
+
+log = logs.get(__name__)
 
 
 class State(models.TextChoices):
@@ -73,24 +79,73 @@ class TrackedStep(models.Model):
         abstract = True
 
 
+def log_state(obj: models.Model, state: str, **fields: Any) -> None:
+    """The one log line of a state change: `<kind> state` with the object's id (e.g.
+    {"event": "run state", "run": 7, "state": "running", ...})."""
+    kind = obj._meta.model_name
+    log.info(f"{kind} state", **{kind: obj.pk}, state=state, **fields)
+
+
+def finish_step(
+    obj: models.Model,
+    *,
+    unfinished: Iterable[str],
+    result: str,
+    error_code: str = "",
+    error_message: str = "",
+    context: dict[str, Any] | None = None,
+    **fields: Any,
+) -> bool:
+    """End `obj` (a build, run or comparison) as done with `result`, only if its row is
+    still in one of the `unfinished` states: one conditional UPDATE, so an ending written
+    meanwhile by someone else (the reaper, a cancel) stands and this late one is dropped.
+    On success `obj` holds the values written; returns whether it ended it. `context` goes
+    into the log line only (e.g. a run's comparison)."""
+    values: dict[str, Any] = {
+        "state": State.DONE, "result": result, "error_code": error_code,
+        "error_message": storable(error_message), "finished_at": timezone.now(), **fields,
+    }  # fmt: skip
+    ended = (
+        type(obj)._default_manager.filter(pk=obj.pk, state__in=list(unfinished)).update(**values)
+    )
+    if ended:
+        for name, value in values.items():
+            setattr(obj, name, value)
+        log_state(obj, State.DONE, **(context or {}), result=result, error=error_code,
+                  reason=values["error_message"][:200])  # fmt: skip
+    else:
+        kind = obj._meta.model_name
+        log.info("late result dropped", **{kind: obj.pk}, result=result, error=error_code)
+    return bool(ended)
+
+
 def end_silent_steps(
     model: type[TrackedStep], *, now: datetime, stale_seconds: int, result: str, error_code: str
-) -> int:
+) -> list[int]:
     """End running steps of `model` whose worker went silent (no heartbeat for
-    `stale_seconds`: worker killed, host gone); return how many. One conditional UPDATE, so
-    a step that finishes meanwhile is not touched."""
+    `stale_seconds`: worker killed, host gone); return their ids. Conditional on the state,
+    so a step that finishes meanwhile is not touched."""
     cutoff = now - timedelta(seconds=stale_seconds)
     silent = Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
-    return model._default_manager.filter(silent, state=State.RUNNING).update(
-        state=State.DONE,
-        result=result,
-        error_code=error_code,
-        error_message=(
-            f"no heartbeat for more than {stale_seconds} s; "
-            "presumed lost (worker killed or host down)"
-        ),
-        finished_at=now,
+    reason = (
+        f"no heartbeat for more than {stale_seconds} s; presumed lost (worker killed or host down)"
     )
+    manager = model._default_manager
+    with transaction.atomic():
+        pks = list(
+            manager.filter(silent, state=State.RUNNING)
+            .select_for_update(skip_locked=True)
+            .values_list("pk", flat=True)
+        )
+        manager.filter(pk__in=pks, state=State.RUNNING).update(
+            state=State.DONE, result=result, error_code=error_code, error_message=reason,
+            finished_at=now,
+        )  # fmt: skip
+    kind = model._meta.model_name
+    for pk in pks:
+        log.info(f"{kind} state", **{kind: pk}, state=State.DONE, result=result,
+                 error=error_code, reason="reaped: " + reason)  # fmt: skip
+    return pks
 
 
 def heartbeat(model: type[TrackedStep], pk: int, every: float = 15.0) -> Callable[..., None]:

@@ -5,8 +5,10 @@ message or a killed worker is recovered from the database (heartbeats + the reap
 """
 
 import os
+from typing import Any
 
 from celery import Celery
+from celery.signals import after_setup_logger, after_setup_task_logger
 from kombu import Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
@@ -14,21 +16,30 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 from django.conf import settings
 
 from workers.build.builder import BuildSettings
-from workers.routing import TASK_ROUTES, all_queues
+from workers.routing import (
+    ADVANCE_UNFINISHED,
+    CONTROL,
+    PRUNE_CONSOLE_DIRS,
+    REAP_STALE_BUILDS,
+    REAP_STALE_RUNS,
+    all_queues,
+    route_task,
+)
 
 app = Celery(
     "rcubench",
     include=[
         "workers.tasks.control",
-        "workers.tasks.build",
+        "workers.tasks.builds",
         "workers.tasks.bench",
         "workers.tasks.analysis",
+        "workers.startup",
     ],
 )
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.task_routes = TASK_ROUTES
+app.conf.task_routes = (route_task,)
 app.conf.task_queues = [Queue(name) for name in all_queues(settings.RCUBENCH_BENCH_TARGETS)]
-app.conf.task_default_queue = "control"
+app.conf.task_default_queue = CONTROL
 
 # --- Hard time limits (seconds), one per kind of task ---
 # A task past its hard limit has its pool process killed and is acknowledged, not
@@ -55,19 +66,21 @@ BENCH_TIME_LIMIT = int(
 # Database work only: the state machine, the reapers, and the statistics of one look.
 CONTROL_TIME_LIMIT = 300
 ANALYSIS_TIME_LIMIT = 1800
+_REAPER = float(settings.RCUBENCH_REAPER_INTERVAL_SECONDS)
 app.conf.beat_schedule = {
-    "reap-stale-runs": {
-        "task": "rcubench.control.reap_stale_runs",
-        "schedule": float(settings.RCUBENCH_REAPER_INTERVAL_SECONDS),
-    },
-    "kick-comparisons": {
-        "task": "rcubench.control.kick_comparisons",
-        "schedule": float(settings.RCUBENCH_REAPER_INTERVAL_SECONDS),
-    },
-    "reap-stale-builds": {
-        "task": "rcubench.control.reap_stale_builds",
-        "schedule": float(settings.RCUBENCH_REAPER_INTERVAL_SECONDS),
-    },
+    "reap-stale-runs": {"task": REAP_STALE_RUNS, "schedule": _REAPER},
+    "advance-unfinished-comparisons": {"task": ADVANCE_UNFINISHED, "schedule": _REAPER},
+    "reap-stale-builds": {"task": REAP_STALE_BUILDS, "schedule": _REAPER},
     # Console files of deleted runs (the delete removes them when it can reach them).
-    "prune-console-dirs": {"task": "rcubench.control.prune_console_dirs", "schedule": 3600.0},
+    "prune-console-dirs": {"task": PRUNE_CONSOLE_DIRS, "schedule": 3600.0},
 }
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def _structured_logs(logger: Any = None, **_: Any) -> None:
+    """Worker and beat logs (their --logfile, or stderr) as JSON lines, like the web app's."""
+    from webapp.logs import formatter
+
+    for handler in getattr(logger, "handlers", ()):
+        handler.setFormatter(formatter(json=True))

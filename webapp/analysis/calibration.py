@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from webapp.analysis import stats as S
+from webapp.analysis import stats
 
 ALPHAS = (0.01, 0.05, 0.10)
 
@@ -39,9 +39,9 @@ def aa_calibration(
     rng: np.random.Generator,
 ) -> Calibration:
     """`values`: one run-level value per run of one kernel, in run order."""
-    v = S.as_values(values, "runs", min_n=4 * block)
+    v = stats.as_values(values, "runs", min_n=4 * block)
     if (v <= 0).any():
-        raise S.StatsInputError("calibration needs positive values (CV from logs)")
+        raise stats.StatsInputError("calibration needs positive values (CV from logs)")
     n_blocks = v.size // block
     blocks = v[: n_blocks * block].reshape(n_blocks, block)
     half = n_blocks // 2
@@ -50,11 +50,11 @@ def aa_calibration(
         pick = rng.permutation(n_blocks)
         a = blocks[pick[:half]].ravel()
         b = blocks[pick[half : 2 * half]].ravel()
-        p[i] = S.brunner_munzel(a, b, n_perm=n_perm, rng=rng).p_value
+        p[i] = stats.brunner_munzel(a, b, n_perm=n_perm, rng=rng).p_value
     cv = float(np.std(np.log(v), ddof=1) * 100)
     return Calibration(
         runs=int(v.size), block=block, splits=splits, runs_per_side=half * block,
         false_alarms={alpha: float((p <= alpha).mean()) for alpha in ALPHAS},
         median=float(np.median(v)), cv_pct=cv,
-        mde_pct={n: S.smallest_detectable_shift(cv, n, n) for n in (24, 48, 96)},
+        mde_pct={n: stats.smallest_detectable_shift(cv, n, n) for n in (24, 48, 96)},
     )  # fmt: skip

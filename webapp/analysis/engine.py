@@ -25,9 +25,8 @@ from functools import cached_property
 import numpy as np
 from scipy import stats as st
 
-from webapp.analysis import stats as S
-
-MIN_RUNS = 24  # McKenney's rule for unknown distributions; below it the engine refuses
+from webapp.analysis import defaults, stats
+from webapp.analysis.defaults import MIN_RUNS
 
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
@@ -67,11 +66,11 @@ class MetricInput:
 
 @dataclass(frozen=True)
 class Design:
-    alpha: float = 0.05
+    alpha: float = defaults.ALPHA
     min_runs: int = MIN_RUNS
-    max_runs: int = 96
-    step: int = 24
-    default_threshold_pct: float = 2.0
+    max_runs: int = defaults.MAX_RUNS
+    step: int = MIN_RUNS  # a look every MIN_RUNS runs per side
+    default_threshold_pct: float = defaults.THRESHOLD_PCT
     n_perm: int = 9999
     n_boot: int = 2000
     n_perm_shape: int = 999
@@ -97,7 +96,7 @@ class Design:
     @cached_property
     def bounds(self) -> tuple[float, ...]:
         """|z| boundary per look."""
-        return S.obrien_fleming_bounds(tuple(n / self.max_runs for n in self.looks), self.alpha)
+        return stats.obrien_fleming_bounds(tuple(n / self.max_runs for n in self.looks), self.alpha)
 
     def look_at(self, n: int) -> int:
         """1-based index of the last look reached with n runs per side."""
@@ -106,7 +105,7 @@ class Design:
         return sum(1 for look in self.looks if look <= n)
 
     def alpha_at(self, look: int) -> float:
-        return S.z_to_p(self.bounds[look - 1])
+        return stats.z_to_p(self.bounds[look - 1])
 
 
 @dataclass
@@ -191,10 +190,10 @@ def run_values(runs: Sequence[RunSamples], statistic: str, what: str) -> np.ndar
     """One value per run: the value itself, or a summary of the run's samples."""
     out = np.empty(len(runs))
     for i, run in enumerate(runs):
-        x = S.as_values(run.samples, f"{what} run {run.order}")
+        x = stats.as_values(run.samples, f"{what} run {run.order}")
         if statistic == "value":
             if x.size != 1:
-                raise S.StatsInputError(f"{what} run {run.order}: {x.size} values, expected 1")
+                raise stats.StatsInputError(f"{what} run {run.order}: {x.size} values, expected 1")
             out[i] = x[0]
         elif statistic == "p50":
             out[i] = np.median(x)
@@ -240,13 +239,13 @@ def _run_level(
     if relative and ((a <= 0).any() or (b <= 0).any()):
         relative = False
         warnings.append("values <= 0: shift is absolute (B - A), not %; threshold applies to it")
-    bm = S.brunner_munzel(a, b, n_perm=design.n_perm, rng=rng)
-    shift = S.hodges_lehmann(a, b, relative=relative)
+    bm = stats.brunner_munzel(a, b, n_perm=design.n_perm, rng=rng)
+    shift = stats.hodges_lehmann(a, b, relative=relative)
     # The repeated confidence interval of this look (level 1 - the look's nominal alpha):
     # only it may end a comparison early as "no meaningful change", as an unadjusted 95%
     # CI looked at four times would claim equivalence too often.
-    repeated = S.hodges_lehmann(a, b, relative=relative, confidence=1 - design.alpha_at(look))
-    p_shape = S.anderson_darling_p(a, b, n_perm=design.n_perm_shape, rng=rng)
+    repeated = stats.hodges_lehmann(a, b, relative=relative, confidence=1 - design.alpha_at(look))
+    p_shape = stats.anderson_darling_p(a, b, n_perm=design.n_perm_shape, rng=rng)
     spread = _log_sd(a, b) if relative else _sd(a, b)
     details: dict[str, object] = {
         "test": "brunner-munzel",
@@ -263,19 +262,19 @@ def _run_level(
         is_primary=primary, look=look, n_a=len(a), n_b=len(b),
         median_a=float(np.median(a)), median_b=float(np.median(b)),
         shift=shift.estimate, ci_low=shift.low, ci_high=shift.high, relative=shift.relative,
-        p_value=bm.p_value, p_mannwhitney=S.mann_whitney_p(a, b),
-        p_median=S.mood_median_p(a, b), prob_b_gt_a=S.prob_b_greater(a, b),
-        cliffs_delta=S.cliffs_delta(a, b), threshold=threshold,
+        p_value=bm.p_value, p_mannwhitney=stats.mann_whitney_p(a, b),
+        p_median=stats.mood_median_p(a, b), prob_b_gt_a=stats.prob_b_greater(a, b),
+        cliffs_delta=stats.cliffs_delta(a, b), threshold=threshold,
         lower_is_better=m.lower_is_better, warnings=warnings, details=details,
     )  # fmt: skip
 
 
 def _tail(m: MetricInput, statistic: str, q: float, design: Design, look: int) -> StatResult:
     what = f"{m.benchmark}/{m.name}"
-    ra = [S.as_values(r.samples, f"{what} side A run {r.order}") for r in m.runs_a]
-    rb = [S.as_values(r.samples, f"{what} side B run {r.order}") for r in m.runs_b]
+    ra = [stats.as_values(r.samples, f"{what} side A run {r.order}") for r in m.runs_a]
+    rb = [stats.as_values(r.samples, f"{what} side B run {r.order}") for r in m.runs_b]
     rng = _rng(design, m.benchmark, m.name, statistic)
-    t = S.tail_test(ra, rb, q=q, n_perm=design.n_perm, n_boot=design.n_boot, rng=rng)
+    t = stats.tail_test(ra, rb, q=q, n_perm=design.n_perm, n_boot=design.n_boot, rng=rng)
     threshold, _ = _threshold(m, design)
     warnings = []
     n_a, n_b = sum(r.size for r in ra), sum(r.size for r in rb)
@@ -311,7 +310,7 @@ def _sd(a: np.ndarray, b: np.ndarray) -> float:
 
 def _mde(sd: float, n_a: int, n_b: int, design: Design) -> float:
     """Smallest shift found 80% of the time at this N, at the final look's boundary."""
-    return S.smallest_detectable_shift(sd, n_a, n_b, alpha=S.z_to_p(design.bounds[-1]))
+    return stats.smallest_detectable_shift(sd, n_a, n_b, alpha=stats.z_to_p(design.bounds[-1]))
 
 
 def _warnings(
@@ -321,18 +320,18 @@ def _warnings(
     out = []
     for side, runs, values in (("A", m.runs_a, a), ("B", m.runs_b, b)):
         if len(values) >= 3:
-            p_drift = S.drift_p([r.order for r in runs], values)
+            p_drift = stats.drift_p([r.order for r in runs], values)
             details[f"p_drift_{side.lower()}"] = p_drift
             if p_drift < 0.01:
                 rho = float(st.spearmanr([r.order for r in runs], values).statistic)
                 out.append(f"drift: side {side} trends with run order "
                            f"(Spearman rho {rho:+.2f}, p {p_drift:.2g})")  # fmt: skip
         if len(values) >= 10:
-            bc = S.bimodality_coefficient(values)
+            bc = stats.bimodality_coefficient(values)
             details[f"bimodality_{side.lower()}"] = bc
             if bc > 5 / 9:
                 out.append(f"multimodal? side {side} bimodality coefficient {bc:.2f} > 0.555")
-    tied = S.tied_fraction(np.r_[a, b])
+    tied = stats.tied_fraction(np.r_[a, b])
     details["tied_fraction"] = tied
     if tied > 0.25:
         out.append(f"ties: {tied:.0%} of run values are tied (midranks used)")
@@ -344,7 +343,7 @@ def _warnings(
 
 def adjust(results: list[StatResult]) -> None:
     """Holm across primary statistics (one per benchmark), BH across all the others."""
-    for family, fn in (("holm", S.holm), ("bh", S.benjamini_hochberg)):
+    for family, fn in (("holm", stats.holm), ("bh", stats.benjamini_hochberg)):
         members = [r for r in results if r.gated_family == family]
         if members:
             for r, p in zip(members, fn([r.p_value for r in members]), strict=True):

@@ -9,4 +9,4 @@ class ComparisonsConfig(AppConfig):
     def ready(self) -> None:
         # Connects the handler that deletes a run's console files with its row, in every
         # process (the web app deletes runs through the admin, not only the workers).
-        from webapp.comparisons import services  # noqa: F401
+        from webapp.comparisons import consoles  # noqa: F401

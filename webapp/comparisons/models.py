@@ -7,6 +7,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 
+from webapp.analysis import defaults
 from webapp.states import (
     Arch,
     Result,
@@ -16,7 +17,7 @@ from webapp.states import (
 )
 from webapp.trees.models import Build, Revision
 from workers.routing import bench_queue
-from workers.vm import runner
+from workers.vm import outcomes
 
 
 class Target(models.Model):
@@ -84,6 +85,13 @@ class Comparison(models.Model):
         CLI = "cli"
         WEBHOOK = "webhook"
 
+    class Error(models.TextChoices):
+        NONE = "", "(none)"
+        BUILD_FAILED = "build-failed"
+        RUNS_FAILED = "runs-failed"  # one run slot failed RCUBENCH_RUN_ATTEMPTS times
+        ANALYSIS_FAILED = "analysis-failed"
+        CANCELLED = "cancelled"
+
     revision_a = models.ForeignKey(Revision, on_delete=models.PROTECT, related_name="+")
     revision_b = models.ForeignKey(Revision, on_delete=models.PROTECT, related_name="+")
     build_a = models.ForeignKey(
@@ -97,22 +105,24 @@ class Comparison(models.Model):
     benchmarks = ArrayField(models.CharField(max_length=64))
     target = models.ForeignKey(Target, on_delete=models.PROTECT, related_name="comparisons")
     min_runs = models.PositiveSmallIntegerField(
-        default=24, help_text="Runs per side before the first look."
+        default=defaults.MIN_RUNS, help_text="Runs per side before the first look."
     )
-    max_runs = models.PositiveSmallIntegerField(default=96, help_text="Runs per side at most.")
+    max_runs = models.PositiveSmallIntegerField(
+        default=defaults.MAX_RUNS, help_text="Runs per side at most."
+    )
     alpha = models.FloatField(
-        default=0.05, validators=[MinValueValidator(0.0001), MaxValueValidator(0.5)]
+        default=defaults.ALPHA, validators=[MinValueValidator(0.0001), MaxValueValidator(0.5)]
     )
     threshold_pct = models.FloatField(
-        default=2.0, help_text="Smallest change in % that counts as meaningful."
+        default=defaults.THRESHOLD_PCT, help_text="Smallest change in % that counts as meaningful."
     )
     seed = models.BigIntegerField(default=_new_seed, help_text="Seed of the ABBA run order.")
-    runs_target = models.PositiveSmallIntegerField(
+    scheduled_per_side = models.PositiveSmallIntegerField(
         default=0, help_text="Runs per side scheduled so far (the next look's size)."
     )
     state = models.CharField(max_length=16, choices=ComparisonState, default=ComparisonState.QUEUED)
     result = models.CharField(max_length=16, choices=Result, default=Result.NONE, blank=True)
-    error_code = models.CharField(max_length=32, blank=True)
+    error_code = models.CharField(max_length=32, choices=Error, default=Error.NONE, blank=True)
     error_message = models.TextField(blank=True)
     verdict = models.CharField(max_length=32, blank=True, help_text="Worst verdict over metrics.")
     trigger = models.CharField(max_length=16, choices=Trigger)
@@ -120,8 +130,8 @@ class Comparison(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    dispatched_at = models.DateTimeField(
-        null=True, blank=True, help_text="When its analysis task was last sent."
+    analysis_sent_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its analysis task was last sent (re-sent if lost)."
     )
 
     class Meta:
@@ -156,11 +166,11 @@ class Run(TrackedStep):
     class Error(models.TextChoices):
         # The VM runner's outcomes (workers/vm/runner.py), then the run service's own.
         NONE = "", "(none)"
-        BOOT_FAILED = runner.BOOT_FAILED
-        PANIC = runner.PANIC
-        TIMEOUT = runner.TIMEOUT
-        INFRA = runner.INFRA
-        CONSOLE_OVERFLOW = runner.CONSOLE_OVERFLOW
+        BOOT_FAILED = outcomes.BOOT_FAILED
+        PANIC = outcomes.PANIC
+        TIMEOUT = outcomes.TIMEOUT
+        INFRA = outcomes.INFRA
+        CONSOLE_OVERFLOW = outcomes.CONSOLE_OVERFLOW
         PARSE_FAILED = "parse-failed"
         LOST = "lost"
         CANCELLED = "cancelled"

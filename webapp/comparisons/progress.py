@@ -23,9 +23,9 @@ def progress(c: Comparison) -> Progress:
         failed=Count("pk", filter=Q(state=State.DONE) & ~Q(result=Result.OK)),
         running=Count("pk", filter=Q(state=State.RUNNING)),
     )
-    per_side = max(c.runs_target, c.min_runs)
+    per_side = max(c.scheduled_per_side, c.min_runs)
     total = 2 * len(c.benchmarks) * per_side
-    look = 1 + max(0, (c.runs_target - c.min_runs)) // max(c.min_runs, 1)
+    look = 1 + max(0, (c.scheduled_per_side - c.min_runs)) // max(c.min_runs, 1)
     if c.state in (ComparisonState.QUEUED, ComparisonState.BUILDING):
         phase = "building"
         sides = {"A": c.build_a, "B": c.build_b} if c.build_a_id else {}

@@ -1,30 +1,27 @@
-"""Services over comparisons and runs (called by tasks, views and commands)."""
+"""The run service: carry out one run on this worker (boot, benchmark, parse, store), and
+end runs whose worker went silent. Called by the bench and control tasks and the admin."""
 
 import json
-import logging
-import shutil
 import socket
 import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models.signals import post_delete
-from django.dispatch import receiver
 from django.utils import timezone
 
+from webapp.comparisons.consoles import console_dir
 from webapp.comparisons.models import Measurement, Run
-from webapp.states import Result, State, end_silent_steps, heartbeat
+from webapp.states import Result, State, end_silent_steps, finish_step, heartbeat, log_state
 from webapp.text import storable
-from workers.vm import runner
+from workers.vm import outcomes, runner
 
 if TYPE_CHECKING:
     from benchmarks.registry import Benchmark
 
-log = logging.getLogger(__name__)
 # An error message is one line of a page, not a second console.
 _MESSAGE_MAX = 2000
 
@@ -42,16 +39,17 @@ def leftover_prefix(target: str) -> str:
 
 def reap_stale_runs(now: datetime | None = None) -> int:
     """Mark running runs whose worker went silent as incomplete ("lost"), never as data."""
-    return end_silent_steps(
+    reaped = end_silent_steps(
         Run,
         now=now or timezone.now(),
         stale_seconds=settings.RCUBENCH_RUN_STALE_SECONDS,
         result=Result.INCOMPLETE,
         error_code=Run.Error.LOST,
     )
+    return len(reaped)
 
 
-def run_benchmark(run_id: int) -> Run | None:
+def execute_run(run_id: int) -> Run | None:
     """Carry out one queued run: boot the side's kernel once in a fresh VM on this worker,
     run the benchmark, parse the console into Measurements. Returns None when the run is
     not queued any more (a duplicate delivery does nothing). Infrastructure failures are
@@ -67,8 +65,8 @@ def run_benchmark(run_id: int) -> Run | None:
     )
     if not claimed:
         return None
-    log.info("run started: run=%d host=%s", run_id, socket.gethostname())
     run = Run.objects.select_related("comparison__target").get(pk=run_id)
+    log_state(run, State.RUNNING, comparison=run.comparison_id, host=run.host)
     comparison, target = run.comparison, run.comparison.target
     build = comparison.build_a if run.side == Run.Side.A else comparison.build_b
     extra = comparison.cmdline_a if run.side == Run.Side.A else comparison.cmdline_b
@@ -122,11 +120,11 @@ def record_outcome(run: Run, bench: "Benchmark", out: runner.VMOutcome) -> Run |
     run.wall_seconds, run.ready_seconds = out.wall_seconds, out.ready_seconds
     outcome, reason = out.outcome, out.reason
     cap = settings.RCUBENCH_CONSOLE_MAX_BYTES
-    if outcome == runner.OK and len(runner.console_bytes(out.console)) > cap:
+    if outcome == outcomes.OK and len(runner.console_bytes(out.console)) > cap:
         # The VM runner stops at the cap; any runner that did not is held to it here.
-        outcome, reason = runner.CONSOLE_OVERFLOW, f"the console passed its cap of {cap} bytes"
-    if outcome != runner.OK:
-        result = Result.INCOMPLETE if outcome == runner.INFRA else Result.FAILED
+        outcome, reason = outcomes.CONSOLE_OVERFLOW, f"the console passed its cap of {cap} bytes"
+    if outcome != outcomes.OK:
+        result = Result.INCOMPLETE if outcome == outcomes.INFRA else Result.FAILED
         return _end_run(run, result, outcome, reason)
     try:
         parsed = bench.measure(out.console, RunContext(out.wall_seconds, out.ready_seconds))
@@ -149,42 +147,6 @@ def record_outcome(run: Run, bench: "Benchmark", out: runner.VMOutcome) -> Run |
             for metric in bench.spec.metrics
         )
     return run
-
-
-def console_dir(run_id: int) -> Path:
-    """Where a run's console file is written (on the host of the worker that ran it)."""
-    return Path(str(settings.RCUBENCH_DATA_DIR)) / "runs" / str(run_id)
-
-
-@receiver(post_delete, sender=Run, dispatch_uid="rcubench-run-console-dir")
-def _drop_console_dir(sender: type[Run], instance: Run, **_: Any) -> None:
-    """A deleted run takes its console file with it (once the delete is committed)."""
-    path = console_dir(instance.pk)
-    transaction.on_commit(lambda: _remove(path))
-
-
-def prune_console_dirs() -> int:
-    """Remove the console dirs of runs that do not exist any more (deleted in a process
-    that does not see this host's files, or while it was down); return how many."""
-    root = Path(str(settings.RCUBENCH_DATA_DIR)) / "runs"
-    try:
-        dirs = {int(p.name): p for p in root.iterdir() if p.name.isascii() and p.name.isdigit()}
-    except FileNotFoundError:
-        return 0
-    alive = set(Run.objects.filter(pk__in=list(dirs)).values_list("pk", flat=True))
-    gone = [path for pk, path in dirs.items() if pk not in alive]
-    for path in gone:
-        _remove(path)
-    if gone:
-        log.info("console dirs pruned: count=%d root=%s", len(gone), root)
-    return len(gone)
-
-
-def _remove(path: Path) -> None:
-    if path.is_symlink() or not path.is_dir():
-        path.unlink(missing_ok=True)
-    else:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 class RunEnded(Exception):
@@ -212,22 +174,11 @@ def _while_running(run_id: int) -> "Callable[[], None]":
 def _end_run(run: Run, result: str, error_code: str, message: str) -> Run | None:
     """Record the run's end, only if it is still running: a run cancelled or reaped
     meanwhile keeps that ending (ingestion is idempotent; a late result is dropped)."""
-    now = timezone.now()
-    message = storable(message)[:_MESSAGE_MAX]  # reasons quote the console
-    ended = Run.objects.filter(pk=run.pk, state=State.RUNNING).update(
-        state=State.DONE, result=result, error_code=error_code, error_message=message,
-        finished_at=now, console_log=run.console_log, wall_seconds=run.wall_seconds,
+    ended = finish_step(
+        run, unfinished=(State.RUNNING,), result=result, error_code=error_code,
+        error_message=storable(message)[:_MESSAGE_MAX],  # reasons quote the console
+        context={"comparison": run.comparison_id},
+        console_log=run.console_log, wall_seconds=run.wall_seconds,
         ready_seconds=run.ready_seconds,
     )  # fmt: skip
-    if not ended:
-        return None
-    log.info("run ended: run=%d result=%s error=%s reason=%r", run.pk, result,
-             error_code or "-", message[:200])  # fmt: skip
-    run.state, run.result, run.error_code, run.error_message = (
-        State.DONE,
-        result,
-        error_code,
-        message,
-    )
-    run.finished_at = now
-    return run
+    return run if ended else None

@@ -10,7 +10,7 @@ from webapp.states import (
     error_code_iff_unsuccessful,
     result_only_when_done,
 )
-from workers.build import builder
+from workers.build import outcomes
 from workers.build.sources import UnsafeSourceError, validate_tree_url
 
 sha_validator = RegexValidator(r"^[0-9a-f]{40}$", "a full 40-digit lowercase hex git sha")
@@ -142,16 +142,16 @@ class Build(TrackedStep):
     """
 
     class Error(models.TextChoices):
-        # The build engine's codes (BuildError.code), one vocabulary for both.
+        # The build engine's codes (workers/build/outcomes.py), one vocabulary for both.
         NONE = "", "(none)"
-        FETCH_FAILED = builder.FETCH_FAILED
-        BAD_REF = builder.BAD_REF
-        PATCH_FAILED = builder.PATCH_FAILED
-        CONFIG_DROPPED = builder.CONFIG_DROPPED
-        MAKE_FAILED = builder.MAKE_FAILED
-        TIMEOUT = builder.TIMEOUT
-        NO_SPACE = builder.NO_SPACE
-        INFRA = builder.INFRA
+        FETCH_FAILED = outcomes.FETCH_FAILED
+        BAD_REF = outcomes.BAD_REF
+        PATCH_FAILED = outcomes.PATCH_FAILED
+        CONFIG_DROPPED = outcomes.CONFIG_DROPPED
+        MAKE_FAILED = outcomes.MAKE_FAILED
+        TIMEOUT = outcomes.TIMEOUT
+        NO_SPACE = outcomes.NO_SPACE
+        INFRA = outcomes.INFRA
 
     revision = models.ForeignKey(Revision, on_delete=models.PROTECT, related_name="builds")
     arch = models.CharField(max_length=16, choices=Arch)

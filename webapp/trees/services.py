@@ -1,26 +1,28 @@
 """Services over trees, revisions and builds (called by tasks, views and commands)."""
 
-import logging
 import socket
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from webapp.states import Result, State, end_silent_steps
+from webapp import logs
+from webapp.states import Result, State, end_silent_steps, finish_step, log_state
 from webapp.text import storable
 from webapp.trees.models import Build, Patch, PatchSeries, Revision, Tree
+from workers import dispatch
 from workers.build import builder, kconfig
 from workers.build.arch import profile
 from workers.build.sandbox import Limits
 
-logger = logging.getLogger(__name__)
+log = logs.get(__name__)
 GiB = 2**30
 LOG_LIMIT = 256 * 1024  # the tail of the build log kept in the row; the whole log is stored
 
@@ -47,8 +49,6 @@ def request_build(revision: Revision, arch: str, fragments: Sequence[str] = ()) 
     """The Build of `revision` for `arch` with the benchmarks' Kconfig `fragments`, queued
     on the build queue if it is new or failed before (a retry); a queued, running or
     successful one is returned as it is."""
-    from workers.tasks.build import build_kernel
-
     merged = kconfig.merge(profile(arch), fragments)  # refuses a malformed fragment line
     config_hash = kconfig.config_hash(profile(arch), merged)
     with transaction.atomic():
@@ -64,11 +64,12 @@ def request_build(revision: Revision, arch: str, fragments: Sequence[str] = ()) 
             build.error_message = ""
             build.save(update_fields=["state", "result", "error_code", "error_message"])
         if created or retry:
-            transaction.on_commit(lambda: build_kernel.delay(build.pk))
+            log_state(build, State.QUEUED, revision=revision.pk, arch=arch, retry=retry)
+            dispatch.send_build(build.pk)
     return build
 
 
-def run_build(build_id: int) -> Build | None:
+def execute_build(build_id: int) -> Build | None:
     """Carry out a queued build (the build task calls this). Returns None when the build
     is not queued any more: a duplicate delivery of the task does nothing."""
     now = timezone.now()
@@ -88,11 +89,11 @@ def run_build(build_id: int) -> Build | None:
         patch_fallback=revision.patch_fallback,
         allow_local=True,  # trees are registered by operators; their URLs were validated
     )
-    logger.info("build %s running: %s %s%s", build_id, revision.ref, build.arch,
-             " + series" if revision.series else "")  # fmt: skip
+    log_state(build, State.RUNNING, ref=revision.ref, arch=build.arch,
+              series=revision.series_id, host=build.host)  # fmt: skip
     try:
         with _beating(build_id):
-            outcome = builder.build(request, build_settings(), keep=_artifacts_in_use())
+            outcome = builder.build_kernel(request, build_settings(), keep=_artifacts_in_use())
     except builder.BuildError as exc:
         _finish(build, Result.FAILED, error_code=exc.code, error_message=exc.message, log=exc.log)
         return build
@@ -106,6 +107,8 @@ def run_build(build_id: int) -> Build | None:
             artifact_dir=str(outcome.artifact_dir), cached=outcome.cached,
             seconds=round(outcome.seconds, 2),
         )  # fmt: skip
+        if outcome.pruned:
+            log.info("build cache pruned", build=build_id, items=list(outcome.pruned))
         if finished:
             Revision.objects.filter(pk=revision.pk).update(
                 base_sha=outcome.base_sha,
@@ -117,25 +120,14 @@ def run_build(build_id: int) -> Build | None:
 
 
 def _finish(build: Build, result: str, *, error_code: str = "", error_message: str = "",
-            log: str = "", **fields: object) -> bool:  # fmt: skip
+            log: str = "", **fields: Any) -> bool:  # fmt: skip
     """Record the build's end, only if it is still running: one the reaper ended meanwhile
     keeps that ending (its late result is dropped; a retry finds the artifact cached). The
     log and message are the build's output and may hold any byte."""
-    values: dict[str, object] = {
-        "state": State.DONE, "result": result, "error_code": error_code,
-        "error_message": storable(error_message), "log": storable(log[-LOG_LIMIT:]),
-        "finished_at": timezone.now(), **fields,
-    }  # fmt: skip
-    ended = Build.objects.filter(pk=build.pk, state=State.RUNNING).update(**values)
-    if ended:
-        for name, value in values.items():
-            setattr(build, name, value)
-        logger.info("build %s done: %s %s", build.pk, result or "ok", error_code)
-    else:
-        build.refresh_from_db()
-        logger.info("build %s ended elsewhere (%s %s); late %s result dropped", build.pk,
-                    build.result, build.error_code, result)  # fmt: skip
-    return bool(ended)
+    return finish_step(
+        build, unfinished=(State.RUNNING,), result=result, error_code=error_code,
+        error_message=error_message, log=storable(log[-LOG_LIMIT:]), **fields,
+    )  # fmt: skip
 
 
 @contextmanager
@@ -187,25 +179,30 @@ def _tail(path: Path) -> str:
 
 def reap_stale_builds(now: datetime | None = None) -> int:
     """End running builds whose worker went silent as failed (infra-error)."""
-    return end_silent_steps(
+    reaped = end_silent_steps(
         Build,
         now=now or timezone.now(),
         stale_seconds=settings.RCUBENCH_RUN_STALE_SECONDS,
         result=Result.FAILED,
         error_code=Build.Error.INFRA,
     )
+    return len(reaped)
 
 
-class SubmissionError(ValueError):
-    """A request rcubench refuses before storing anything; the message names the problem."""
+class InvalidSeries(ValueError):
+    """An mbox refused as a patch series (too large, too many patches, not a series)."""
+
+
+class InvalidTree(ValueError):
+    """A path refused as a tree (not a local bare git repository)."""
 
 
 def store_series(mbox: bytes) -> PatchSeries:
     """The PatchSeries of `mbox` (stored once per content), with its patches. A file that is
     too large, has too many patches or is not a patch series is refused with the reason.
 
-    Call it in the transaction that submits the comparison (as `compare` does): a request
-    refused after it then leaves no series behind.
+    Call it in the transaction that submits the comparison (as `submit_comparison` does): a
+    request refused after it then leaves no series behind.
     """
     import hashlib
 
@@ -213,11 +210,11 @@ def store_series(mbox: bytes) -> PatchSeries:
 
     limit = settings.RCUBENCH_MAX_MBOX_BYTES
     if len(mbox) > limit:
-        raise SubmissionError(f"the mbox is {len(mbox)} bytes; the limit is {limit}")
+        raise InvalidSeries(f"the mbox is {len(mbox)} bytes; the limit is {limit}")
     try:
         series = parse_mbox(mbox, max_patches=settings.RCUBENCH_MAX_SERIES_PATCHES)
     except SeriesError as exc:
-        raise SubmissionError(f"bad patch series: {exc}") from None
+        raise InvalidSeries(f"bad patch series: {exc}") from None
     digest = hashlib.sha256(mbox).hexdigest()
     with transaction.atomic():
         stored, created = PatchSeries.objects.get_or_create(
@@ -265,9 +262,9 @@ def register_local_tree(path: Path) -> Tree:
     try:
         validate_tree_url(url, allow_local=True)
     except UnsafeSourceError as exc:
-        raise SubmissionError(str(exc)) from None
+        raise InvalidTree(str(exc)) from None
     if not _is_bare_repository(Path(url)):
-        raise SubmissionError(
+        raise InvalidTree(
             f"{path} is not a bare git repository; give a bare clone (git clone --bare)"
         )
     if (known := Tree.objects.filter(url=url).first()) is not None:

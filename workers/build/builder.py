@@ -38,6 +38,16 @@ from workers.build.git import (
     resolve,
     run_git,
 )
+from workers.build.outcomes import (
+    BAD_REF,
+    CONFIG_DROPPED,
+    FETCH_FAILED,
+    INFRA,
+    MAKE_FAILED,
+    NO_SPACE,
+    PATCH_FAILED,
+    TIMEOUT,
+)
 from workers.build.patches import (
     FuzzSandbox,
     PatchFailed,
@@ -62,16 +72,6 @@ from workers.build.store import LockTimeout, NoSpace, Store, cache_key
 GiB = 2**30
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _ERROR_LINE = re.compile(r"(error:|Error \d+|\*\*\*|undefined reference|No rule to make)")
-
-# Build.error_code values.
-FETCH_FAILED = "fetch-failed"
-BAD_REF = "bad-ref"
-PATCH_FAILED = "patch-failed"
-CONFIG_DROPPED = "config-dropped"
-MAKE_FAILED = "make-failed"
-TIMEOUT = "timeout"
-NO_SPACE = "no-space"
-INFRA = "infra-error"
 
 
 class BuildError(Exception):
@@ -144,14 +144,21 @@ class BuildOutcome:
 Progress = Callable[[str], None]
 
 
-def build(
+def build_kernel(
     req: BuildRequest,
     settings: BuildSettings,
     progress: Progress | None = None,
     keep: Collection[str] = (),
 ) -> BuildOutcome:
-    """Build `req` (or return its stored artifact). Pruning never deletes an artifact whose
-    key is in `keep` (those queued or running comparisons still need)."""
+    """Build the kernel `req` asks for, or return its stored artifact.
+
+    Resolves the ref in the tree's mirror, computes the cache key (sha, arch, config hash,
+    toolchain) and returns the stored artifact when the key is built already. Otherwise,
+    holding a build slot: checks the ref out, applies the series (refusing paths it must
+    not touch), configures and runs make in the sandbox (a submitter's series builds in a
+    throwaway copy of the slot's object dir, with ccache read-only), and publishes the image
+    under the key. Pruning never deletes an artifact whose key is in `keep` (those queued or
+    running comparisons still need). Failures raise BuildError with their code."""
     started = time.monotonic()
     note = progress or (lambda _phase: None)
     arch = profile(req.arch)

@@ -1,66 +1,56 @@
 """Control-queue tasks: the comparison state machine and housekeeping of the database."""
 
 from workers.celery_app import CONTROL_TIME_LIMIT, SOFT_MARGIN, app
-
-
-@app.task(
-    name="rcubench.control.advance_comparison",
-    time_limit=CONTROL_TIME_LIMIT,
-    soft_time_limit=CONTROL_TIME_LIMIT - SOFT_MARGIN,
+from workers.routing import (
+    ADVANCE_COMPARISON,
+    ADVANCE_UNFINISHED,
+    PRUNE_CONSOLE_DIRS,
+    REAP_STALE_BUILDS,
+    REAP_STALE_RUNS,
 )
-def advance_comparison(comparison_id: int) -> None:
+
+# Database work only.
+_SOFT = CONTROL_TIME_LIMIT - SOFT_MARGIN
+
+
+@app.task(name=ADVANCE_COMPARISON, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
+def advance_comparison_task(comparison_id: int) -> None:
     from webapp.comparisons.orchestrator import advance
 
     advance(comparison_id)
 
 
-@app.task(
-    name="rcubench.control.kick_comparisons",
-    time_limit=CONTROL_TIME_LIMIT,
-    soft_time_limit=CONTROL_TIME_LIMIT - SOFT_MARGIN,
-)
-def kick_comparisons() -> int:
-    from webapp.comparisons.orchestrator import kick
+@app.task(name=ADVANCE_UNFINISHED, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
+def advance_unfinished_task() -> int:
+    from webapp.comparisons.orchestrator import advance_unfinished
 
-    return kick()
+    return advance_unfinished()
 
 
-@app.task(
-    name="rcubench.control.reap_stale_runs",
-    time_limit=CONTROL_TIME_LIMIT,
-    soft_time_limit=CONTROL_TIME_LIMIT - SOFT_MARGIN,
-)
-def reap_stale_runs() -> int:
-    from webapp.comparisons.orchestrator import kick
-    from webapp.comparisons.services import reap_stale_runs as reap
+@app.task(name=REAP_STALE_RUNS, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
+def reap_stale_runs_task() -> int:
+    from webapp.comparisons.orchestrator import advance_unfinished
+    from webapp.comparisons.services import reap_stale_runs
 
-    reaped = reap()
+    reaped = reap_stale_runs()
     if reaped:
-        kick()  # replace the lost runs now rather than at the next kick
+        advance_unfinished()  # replace the lost runs now rather than at the next beat
     return reaped
 
 
-@app.task(
-    name="rcubench.control.reap_stale_builds",
-    time_limit=CONTROL_TIME_LIMIT,
-    soft_time_limit=CONTROL_TIME_LIMIT - SOFT_MARGIN,
-)
-def reap_stale_builds() -> int:
-    from webapp.comparisons.orchestrator import kick
-    from webapp.trees.services import reap_stale_builds as reap
+@app.task(name=REAP_STALE_BUILDS, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
+def reap_stale_builds_task() -> int:
+    from webapp.comparisons.orchestrator import advance_unfinished
+    from webapp.trees.services import reap_stale_builds
 
-    reaped = reap()
+    reaped = reap_stale_builds()
     if reaped:
-        kick()
+        advance_unfinished()  # end the comparisons waiting for them
     return reaped
 
 
-@app.task(
-    name="rcubench.control.prune_console_dirs",
-    time_limit=CONTROL_TIME_LIMIT,
-    soft_time_limit=CONTROL_TIME_LIMIT - SOFT_MARGIN,
-)
-def prune_console_dirs() -> int:
-    from webapp.comparisons.services import prune_console_dirs as prune
+@app.task(name=PRUNE_CONSOLE_DIRS, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
+def prune_console_dirs_task() -> int:
+    from webapp.comparisons.consoles import prune_console_dirs
 
-    return prune()
+    return prune_console_dirs()

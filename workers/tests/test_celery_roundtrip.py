@@ -6,14 +6,15 @@ from datetime import timedelta
 from django.utils import timezone
 
 from webapp.factories import RunFactory
-from workers.tasks.control import reap_stale_runs
+from workers.celery_app import app
+from workers.routing import REAP_STALE_RUNS
 
 
 def test_reaper_task_round_trip_updates_the_database(celery_worker_process):
     old = timezone.now() - timedelta(hours=1)
     run = RunFactory.create(state="running", started_at=old, heartbeat_at=old)
 
-    reap_stale_runs.delay()  # routed to the control queue by the routing table
+    app.send_task(REAP_STALE_RUNS)  # by name, routed to the control queue by the router
 
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

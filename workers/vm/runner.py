@@ -25,13 +25,7 @@ import libvirt
 
 from workers.vm.connection import LibvirtUnavailable, open_connection
 from workers.vm.domain import VMSpec, domain_xml, is_rcubench_domain
-
-OK = "ok"
-BOOT_FAILED = "boot-failed"
-PANIC = "panic"
-TIMEOUT = "timeout"
-CONSOLE_OVERFLOW = "console-overflow"
-INFRA = "infra-error"
+from workers.vm.outcomes import BOOT_FAILED, CONSOLE_OVERFLOW, INFRA, OK, PANIC, TIMEOUT
 
 # A console past this many bytes ends the run (console-overflow): the callers pass their
 # setting (RCUBENCH_CONSOLE_MAX_BYTES); real consoles are 10-30 kB.

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from webapp.analysis import stats as S
+from webapp.analysis import stats
 
 
 @pytest.fixture
@@ -24,8 +24,8 @@ BOOT_B = [5.01, 5.02, 5.11, 5.12, 5.13, 5.14, 5.17, 5.18, 5.19, 5.20]
 def test_mood_median_test_on_the_10_vs_10_boot_times():
     # Grand median 5.105: above it A has 2, B has 8: table [[2, 8], [8, 2]]. Yates:
     # chi2 = (|2*2 - 8*8| - 20/2)^2 * 20 / (10 * 10 * 10 * 10) = 50^2 * 20 / 10^4 = 5.0.
-    assert S.mood_median_p(BOOT_A, BOOT_B) == pytest.approx(st.chi2.sf(5.0, 1))
-    assert S.mood_median_p(BOOT_A, BOOT_B) == pytest.approx(0.02535, abs=1e-5)
+    assert stats.mood_median_p(BOOT_A, BOOT_B) == pytest.approx(st.chi2.sf(5.0, 1))
+    assert stats.mood_median_p(BOOT_A, BOOT_B) == pytest.approx(0.02535, abs=1e-5)
 
 
 def test_mckenney_binomial_is_one_sided_and_optimistic():
@@ -36,14 +36,14 @@ def test_mckenney_binomial_is_one_sided_and_optimistic():
     assert sum(math.comb(10, i) for i in range(below + 1)) / 2**10 == pytest.approx(0.0547, 1e-3)
     # Two-sided, Mood's test is what rcubench shows; it agrees this is not strong evidence
     # at the sequential boundary of a first look (p <= 8.5e-5).
-    assert S.mood_median_p(BOOT_A, BOOT_B) > S.z_to_p(3.92)
+    assert stats.mood_median_p(BOOT_A, BOOT_B) > stats.z_to_p(3.92)
 
 
 def test_brunner_munzel_matches_scipy_statistic_with_ties(rng):
     a = np.round(rng.lognormal(0, 0.05, 24) * 40)  # quantized: plenty of ties
     b = np.round(rng.lognormal(0.03, 0.05, 30) * 40)
     ref = st.brunnermunzel(a, b)  # scipy's sign: positive when its second sample is larger
-    ours = S.brunner_munzel(a, b, n_perm=4999, rng=rng)
+    ours = stats.brunner_munzel(a, b, n_perm=4999, rng=rng)
     assert ours.statistic == pytest.approx(ref.statistic)
     assert ours.method == "permutation"
     assert ours.p_value == pytest.approx(ref.pvalue, abs=0.02)  # studentized: close to t
@@ -51,7 +51,7 @@ def test_brunner_munzel_matches_scipy_statistic_with_ties(rng):
 
 def test_brunner_munzel_complete_separation_is_tiny_not_nan(rng):
     a, b = np.arange(24.0), np.arange(24.0) + 100
-    res = S.brunner_munzel(a, b, rng=rng)
+    res = stats.brunner_munzel(a, b, rng=rng)
     assert res.statistic == math.inf
     assert res.method == "t-approximation"
     # No permutation of 24 + 24 does better than the split itself: 2 / C(48, 24).
@@ -60,8 +60,8 @@ def test_brunner_munzel_complete_separation_is_tiny_not_nan(rng):
 
 
 def test_brunner_munzel_constant_data(rng):
-    assert S.brunner_munzel([3.0] * 24, [3.0] * 24, rng=rng).p_value == 1.0
-    sep = S.brunner_munzel([3.0] * 24, [4.0] * 24, rng=rng)  # constant within, apart
+    assert stats.brunner_munzel([3.0] * 24, [3.0] * 24, rng=rng).p_value == 1.0
+    sep = stats.brunner_munzel([3.0] * 24, [4.0] * 24, rng=rng)  # constant within, apart
     assert sep.p_value < 0.01  # not NaN: NaN < 0.01 is False
 
 
@@ -75,59 +75,59 @@ def test_brunner_munzel_constant_data(rng):
     ],
 )
 def test_bad_input_is_named(rng, a, b, problem):
-    with pytest.raises(S.StatsInputError, match=problem):
-        S.brunner_munzel(a, b, rng=rng)
+    with pytest.raises(stats.StatsInputError, match=problem):
+        stats.brunner_munzel(a, b, rng=rng)
 
 
 def test_hodges_lehmann_by_hand():
     # B - A over all 9 pairs: 1 0 -1 2 1 0 3 2 1 -> median 1.
-    shift = S.hodges_lehmann([1, 2, 3], [2, 3, 4], relative=False)
+    shift = stats.hodges_lehmann([1, 2, 3], [2, 3, 4], relative=False)
     assert (shift.estimate, shift.relative) == (1, False)
     # B / A over pairs: 2 1 .5 4 2 1 8 4 2 -> median 2 -> +100%.
-    assert S.hodges_lehmann([1, 2, 4], [2, 4, 8]).estimate == pytest.approx(100.0)
+    assert stats.hodges_lehmann([1, 2, 4], [2, 4, 8]).estimate == pytest.approx(100.0)
 
 
 def test_hodges_lehmann_ci_brackets_a_known_shift(rng):
     a = rng.lognormal(0, 0.05, 96)
     b = rng.lognormal(np.log(1.05), 0.05, 96)
-    shift = S.hodges_lehmann(a, b)
+    shift = stats.hodges_lehmann(a, b)
     assert shift.low < 5.0 < shift.high
     assert shift.high - shift.low < 4.0
 
 
 def test_hodges_lehmann_relative_refuses_non_positive():
-    with pytest.raises(S.StatsInputError, match="positive"):
-        S.hodges_lehmann([0.0, 1.0], [1.0, 2.0])
+    with pytest.raises(stats.StatsInputError, match="positive"):
+        stats.hodges_lehmann([0.0, 1.0], [1.0, 2.0])
 
 
 def test_probability_of_superiority_and_cliffs_delta_by_hand():
     # Pairs (b - a): 1, 0, 2, 1 -> P(B > A) + P(B = A) / 2 = (3 + 0.5) / 4.
-    assert S.prob_b_greater([1, 2], [2, 3]) == 0.875
-    assert S.cliffs_delta([1, 2], [2, 3]) == 0.75
+    assert stats.prob_b_greater([1, 2], [2, 3]) == 0.875
+    assert stats.cliffs_delta([1, 2], [2, 3]) == 0.75
 
 
 def test_rank_tests_on_constant_data_give_one():
-    assert S.mann_whitney_p([2.0] * 5, [2.0] * 5) == 1.0
-    assert S.mood_median_p([2.0] * 5, [2.0] * 5) == 1.0
+    assert stats.mann_whitney_p([2.0] * 5, [2.0] * 5) == 1.0
+    assert stats.mood_median_p([2.0] * 5, [2.0] * 5) == 1.0
 
 
 def test_holm_and_bh_by_hand():
     # Holm: sorted .01*3, .03*2, .04*1 -> running max .03 .06 .06.
-    assert S.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     # BH: .01*3/1, .03*3/2, .04*3/3 -> running min from the top .03 .04 .04.
-    assert S.benjamini_hochberg([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.04, 0.04])
+    assert stats.benjamini_hochberg([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.04, 0.04])
 
 
 def test_obrien_fleming_bounds():
     # STATS.md quotes 3.93, 2.77, 2.30, 2.04 for looks at 24/48/72/96.
-    assert S.obrien_fleming_bounds((0.25, 0.5, 0.75, 1.0)) == pytest.approx(
+    assert stats.obrien_fleming_bounds((0.25, 0.5, 0.75, 1.0)) == pytest.approx(
         (3.92, 2.77, 2.30, 2.04), abs=0.012
     )
-    assert S.obrien_fleming_bounds((1.0,)) == pytest.approx((1.96,), abs=1e-3)
+    assert stats.obrien_fleming_bounds((1.0,)) == pytest.approx((1.96,), abs=1e-3)
     # The first look spends exactly alpha(t1): c1 = z_{.025} / sqrt(t1).
-    assert S.obrien_fleming_bounds((0.5, 1.0))[0] == pytest.approx(1.959964 / math.sqrt(0.5))
-    with pytest.raises(S.StatsInputError, match="rise"):
-        S.obrien_fleming_bounds((0.5, 0.25))
+    assert stats.obrien_fleming_bounds((0.5, 1.0))[0] == pytest.approx(1.959964 / math.sqrt(0.5))
+    with pytest.raises(stats.StatsInputError, match="rise"):
+        stats.obrien_fleming_bounds((0.5, 0.25))
 
 
 def _runs(rng, n, k, tail_factor=1.0):
@@ -140,7 +140,7 @@ def _runs(rng, n, k, tail_factor=1.0):
 
 
 def test_tail_test_sees_a_slower_slowest_3_percent(rng):
-    res = S.tail_test(_runs(rng, 24, 200), _runs(rng, 24, 200, 1.3), n_perm=999, rng=rng)
+    res = stats.tail_test(_runs(rng, 24, 200), _runs(rng, 24, 200, 1.3), n_perm=999, rng=rng)
     assert res.quantile == 0.99
     assert res.ratio > 1.2
     assert res.p_value < 0.01
@@ -148,7 +148,7 @@ def test_tail_test_sees_a_slower_slowest_3_percent(rng):
 
 
 def test_tail_test_quiet_when_nothing_changed(rng):
-    res = S.tail_test(_runs(rng, 24, 200), _runs(rng, 24, 200), n_perm=999, rng=rng)
+    res = stats.tail_test(_runs(rng, 24, 200), _runs(rng, 24, 200), n_perm=999, rng=rng)
     assert res.p_value > 0.01
     assert res.ci_low < 1 < res.ci_high
 
@@ -156,29 +156,29 @@ def test_tail_test_quiet_when_nothing_changed(rng):
 def test_max_test_permutes_run_maxima(rng):
     a = [np.array([1.0, 2.0])] * 4
     b = [np.array([1.0, 4.0])] * 4
-    res = S.tail_test(a, b, q=1.0, n_perm=999, rng=rng)
+    res = stats.tail_test(a, b, q=1.0, n_perm=999, rng=rng)
     assert (res.value_a, res.value_b, res.ratio) == (2.0, 4.0, 2.0)
     # Only the observed split (and its mirror) of 8 runs gives |log ratio| = log 2: 2/C(8,4).
     assert res.p_value == pytest.approx(2 / 70, abs=0.015)
 
 
 def test_tail_test_needs_runs(rng):
-    with pytest.raises(S.StatsInputError, match="2 runs per side"):
-        S.tail_test([np.ones(5)], [np.ones(5), np.ones(5)], rng=rng)
+    with pytest.raises(stats.StatsInputError, match="2 runs per side"):
+        stats.tail_test([np.ones(5)], [np.ones(5), np.ones(5)], rng=rng)
 
 
 def test_shape_and_design_warnings_helpers(rng):
-    assert S.drift_p(range(24), np.arange(24) + rng.normal(0, 0.1, 24)) < 1e-6
-    assert S.drift_p(range(24), [1.0] * 24) == 1.0
+    assert stats.drift_p(range(24), np.arange(24) + rng.normal(0, 0.1, 24)) < 1e-6
+    assert stats.drift_p(range(24), [1.0] * 24) == 1.0
     two_modes = np.r_[rng.normal(0, 0.1, 30), rng.normal(5, 0.1, 30)]
-    assert S.bimodality_coefficient(two_modes) > 5 / 9
-    assert S.bimodality_coefficient(rng.normal(0, 1, 60)) < 5 / 9
-    assert S.tied_fraction([1, 1, 2, 3]) == 0.5
-    assert S.anderson_darling_p(rng.normal(0, 1, 48), rng.normal(0, 4, 48), rng=rng) < 0.01
-    assert S.anderson_darling_p([1.0] * 5, [1.0] * 5, rng=rng) == 1.0
+    assert stats.bimodality_coefficient(two_modes) > 5 / 9
+    assert stats.bimodality_coefficient(rng.normal(0, 1, 60)) < 5 / 9
+    assert stats.tied_fraction([1, 1, 2, 3]) == 0.5
+    assert stats.anderson_darling_p(rng.normal(0, 1, 48), rng.normal(0, 4, 48), rng=rng) < 0.01
+    assert stats.anderson_darling_p([1.0] * 5, [1.0] * 5, rng=rng) == 1.0
 
 
 def test_smallest_detectable_shift_matches_stats_md():
     # N ~ 16 (CV / shift)^2 per side for 80% power: at 24 runs, CV 2% -> ~1.7-1.8%.
-    assert S.smallest_detectable_shift(2.0, 24, 24) == pytest.approx(1.7, abs=0.1)
-    assert S.smallest_detectable_shift(5.0, 24, 24) == pytest.approx(4.3, abs=0.2)
+    assert stats.smallest_detectable_shift(2.0, 24, 24) == pytest.approx(1.7, abs=0.1)
+    assert stats.smallest_detectable_shift(5.0, 24, 24) == pytest.approx(4.3, abs=0.2)

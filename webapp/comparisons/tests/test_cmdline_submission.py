@@ -3,20 +3,18 @@ overriding a benchmark's own parameter is refused naming the parameter, storing 
 
 import pytest
 
-from webapp.comparisons import orchestrator
-from webapp.comparisons.models import Comparison, Target
-from webapp.comparisons.orchestrator import Request
+from webapp.comparisons.models import Comparison
+from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
 from webapp.factories import TreeFactory
 from webapp.trees.models import Revision
-from webapp.trees.services import SubmissionError
 
 pytestmark = pytest.mark.django_db
 
 
-def _request(benchmarks: tuple[str, ...] = ("sync-rcu-latency",), **kw: str) -> Request:
-    return Request(
-        tree=TreeFactory.create(), base_ref="v6.12", benchmarks=benchmarks,
-        target=Target.objects.get(name="qemu-x86_64"), min_runs=24, max_runs=96, **kw,  # type: ignore[arg-type]
+def _request(benchmarks: tuple[str, ...] = ("sync-rcu-latency",), **kw: str) -> ComparisonRequest:
+    return ComparisonRequest(
+        tree=TreeFactory.create().name, base_ref="v6.12", benchmarks=benchmarks,
+        target="qemu-x86_64", min_runs=24, max_runs=96, **kw,  # type: ignore[arg-type]
     )  # fmt: skip
 
 
@@ -38,18 +36,18 @@ def _request(benchmarks: tuple[str, ...] = ("sync-rcu-latency",), **kw: str) -> 
 )  # fmt: skip
 def test_refused_extras_name_the_parameter_and_nothing_is_stored(side, extra, message):
     with pytest.raises(SubmissionError, match=message):
-        orchestrator.submit(_request(**{f"cmdline_{side}": extra}))
+        submit_comparison(_request(**{f"cmdline_{side}": extra}))
     assert not Comparison.objects.exists()
     assert not Revision.objects.exists()
 
 
 def test_a_parameter_of_any_requested_benchmark_is_refused():
     with pytest.raises(SubmissionError, match="slab_nomerge is set by the benchmark bpf-slab"):
-        orchestrator.submit(_request(("sync-rcu-latency", "bpf-slab"), cmdline_b="slab_nomerge"))
+        submit_comparison(_request(("sync-rcu-latency", "bpf-slab"), cmdline_b="slab_nomerge"))
     assert not Comparison.objects.exists()
 
 
 def test_rcu_tunables_are_accepted_and_stored_as_given():
     extra = "rcutree.jiffies_till_first_fqs=3 rcu_nocbs=1 nohz_full=1"
-    c = orchestrator.submit(_request(("sync-rcu-latency", "boot-time"), cmdline_b=extra))
+    c = submit_comparison(_request(("sync-rcu-latency", "boot-time"), cmdline_b=extra))
     assert (c.cmdline_a, c.cmdline_b) == ("", extra)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.registry import Benchmark, get
-from webapp.comparisons import services
+from webapp.comparisons import consoles, services
 from webapp.comparisons.models import Measurement, Run
 from webapp.factories import RunFactory
 from webapp.states import Result, State
@@ -114,7 +114,7 @@ def data_dir(settings, tmp_path):
 
 
 def _console_file(run_id: int) -> Path:
-    path = services.console_dir(run_id) / "console.log"
+    path = consoles.console_dir(run_id) / "console.log"
     path.parent.mkdir(parents=True)
     path.write_bytes(b"console\n")
     (path.parent / "console.log.0").write_bytes(b"rotated\n")
@@ -135,7 +135,7 @@ def test_deleting_a_run_or_its_comparison_removes_its_console_files(
 
 
 def test_the_prune_task_removes_console_dirs_whose_run_is_gone_and_only_those(data_dir):
-    from workers.tasks.control import prune_console_dirs
+    from webapp.comparisons.consoles import prune_console_dirs
 
     kept = RunFactory.create()
     kept_file = _console_file(kept.pk)

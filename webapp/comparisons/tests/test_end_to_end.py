@@ -8,6 +8,7 @@ belong to `make demo` and perf/, not to CI."""
 
 import importlib
 import io
+import json
 import os
 import signal
 import subprocess
@@ -19,10 +20,9 @@ from django.core.management import call_command
 from django.test import Client
 
 from conftest import BASE_TAG, DEFAULT_TREE
-from webapp.comparisons import orchestrator
 from webapp.comparisons.models import Comparison, Run, Target
-from webapp.comparisons.orchestrator import Request
-from webapp.trees.services import register_local_tree, store_series
+from webapp.comparisons.submission import ComparisonRequest, submit_comparison
+from webapp.trees.services import register_local_tree
 from workers.vm.connection import open_connection
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -65,14 +65,14 @@ def env(x86_kernel, kernel_data_dir, settings, x86_target) -> dict[str, str]:
 
 def _submit(runs: int = 2, **kw: object) -> Comparison:
     fields: dict[str, object] = {
-        "tree": register_local_tree(DEFAULT_TREE),
+        "tree": register_local_tree(DEFAULT_TREE).name,
         "base_ref": BASE_TAG,
         "benchmarks": ("sync-rcu-latency",),
-        "target": Target.objects.get(name="qemu-x86_64"),
+        "target": "qemu-x86_64",
         "min_runs": runs,
         "max_runs": runs,
     }
-    return orchestrator.submit(Request(**{**fields, **kw}))  # type: ignore[arg-type]
+    return submit_comparison(ComparisonRequest(**{**fields, **kw}))  # type: ignore[arg-type]
 
 
 def _wait(what, timeout: float, procs, step: float = 0.25):
@@ -119,7 +119,25 @@ def _assert_counted(c: Comparison, per_side: int) -> None:
     assert all(r.measurements.filter(metric="writer_duration").count() == 1 for r in ok)
 
 
-def test_a_comparison_from_the_cli_to_the_report(celery_processes, env):
+def _state_lines(procs, caplog) -> list[dict]:
+    """The structured "<kind> state" lines of this test: the workers' and beat's log files
+    (JSON lines), then this process's own (the submission)."""
+    lines = [record.msg for record in caplog.records if isinstance(record.msg, dict)]
+    for proc in procs.procs:
+        for line in proc.log_path.read_text().splitlines():
+            if line.startswith("{"):
+                lines.append(json.loads(line))
+    return [line for line in lines if str(line.get("event", "")).endswith(" state")]
+
+
+def _states(lines: list[dict], kind: str, pk: int | None) -> list[str]:
+    return [
+        line["state"] for line in lines if line["event"] == f"{kind} state" and line.get(kind) == pk
+    ]
+
+
+def test_a_comparison_from_the_cli_to_the_report(celery_processes, env, caplog):
+    caplog.set_level("INFO")
     celery_processes.start_worker(**env)
     out = io.StringIO()
     call_command(
@@ -157,9 +175,22 @@ def test_a_comparison_from_the_cli_to_the_report(celery_processes, env):
     console = Client().get(f"/runs/{runs[0].pk}/console")
     assert "rcu-scale: writer 0 gps:" in console.content.decode()
     assert not _rcubench_domains()
+    # Operators' logs: one line per state change of the comparison, its build and each run,
+    # with its id (JSON lines in the worker's log; the submission's in this process).
+    lines = _state_lines(celery_processes, caplog)
+    assert _states(lines, "comparison", c.pk) == [
+        "queued",
+        "building",
+        "running",
+        "analysing",
+        "done",
+    ]
+    assert _states(lines, "build", c.build_a_id) == ["queued", "running", "done"]
+    for run in runs:
+        assert _states(lines, "run", run.pk) == ["queued", "running", "done"], run
 
 
-def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(celery_processes, env):
+def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(celery_processes, env, caplog):
     worker = celery_processes.start_worker(**env)
     c = _submit()
     killed = _running_run(c, celery_processes)
@@ -174,6 +205,14 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(celery_processes, 
     assert (c.result, c.error_code) == ("ok", ""), c.error_message
     killed.refresh_from_db()
     assert (killed.result, killed.error_code) == ("incomplete", "lost")
+    reaped = [
+        line for line in _state_lines(celery_processes, caplog) if line.get("run") == killed.pk
+    ]
+    assert [(line["state"], line.get("error")) for line in reaped] == [
+        ("queued", None),
+        ("running", None),
+        ("done", "lost"),
+    ]
     assert killed.retried_by.result == "ok"
     _assert_counted(c, 2)
     assert not _rcubench_domains()
@@ -237,7 +276,7 @@ def test_a_build_failure_ends_the_comparison_and_the_report_shows_it(celery_proc
     # The demo patch twice: the second copy cannot apply on top of the first.
     once = DEMO_MBOX.read_bytes()
     twice = once + once.replace(b"demo-v2-1@", b"demo-v2-2@")
-    c = _submit(series=store_series(twice))
+    c = _submit(series_mbox=twice)
     _done(c, celery_processes)
     assert (c.result, c.error_code) == ("failed", "build-failed")
     assert "side B" in c.error_message

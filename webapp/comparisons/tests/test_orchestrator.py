@@ -11,14 +11,13 @@ import pytest
 from django.utils import timezone
 
 from webapp.comparisons import orchestrator
-from webapp.comparisons.models import Comparison, Measurement, Run, Target
-from webapp.comparisons.orchestrator import Request
+from webapp.comparisons.models import Comparison, Measurement, Run
 from webapp.comparisons.schedule import abba_slots
 from webapp.comparisons.services import _end_run
+from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
 from webapp.factories import TreeFactory
 from webapp.states import Result, State
 from webapp.trees.models import Build, Revision
-from webapp.trees.services import SubmissionError
 
 pytestmark = pytest.mark.django_db
 
@@ -55,17 +54,17 @@ def few_runs(settings):
     settings.RCUBENCH_REDISPATCH_SECONDS = 60
 
 
-def _request(**kw: object) -> Request:
+def _request(**kw: object) -> ComparisonRequest:
     fields: dict[str, object] = {
-        "tree": TreeFactory.create(),
+        "tree": TreeFactory.create().name,
         "base_ref": "v6.12",
         "head_ref": "rcu/next",
         "benchmarks": ("sync-rcu-latency",),
-        "target": Target.objects.get(name="qemu-x86_64"),
+        "target": "qemu-x86_64",
         "min_runs": 4,
         "max_runs": 8,
     }
-    return Request(**{**fields, **kw})  # type: ignore[arg-type]
+    return ComparisonRequest(**{**fields, **kw})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -84,13 +83,13 @@ def _request(**kw: object) -> Request:
 def test_bad_requests_are_refused_with_the_reason_and_nothing_is_stored(change, message):
     kw = {"min_runs": 24, "max_runs": 96, **change}
     with pytest.raises(SubmissionError, match=message):
-        orchestrator.submit(_request(**kw))
+        submit_comparison(_request(**kw))
     assert not Comparison.objects.exists()
     assert not Revision.objects.exists()
 
 
 def test_a_boot_parameter_ab_shares_one_revision_and_one_build(few_runs):
-    c = orchestrator.submit(_request(head_ref="", cmdline_b="rcutree.jiffies_till_first_fqs=1"))
+    c = submit_comparison(_request(head_ref="", cmdline_b="rcutree.jiffies_till_first_fqs=1"))
     assert c.revision_a_id == c.revision_b_id
     orchestrator.advance(c.pk)
     c.refresh_from_db()
@@ -104,7 +103,7 @@ def test_a_boot_parameter_ab_shares_one_revision_and_one_build(few_runs):
 
 
 def _started(**kw: object) -> Comparison:
-    c = orchestrator.submit(_request(**kw))
+    c = submit_comparison(_request(**kw))
     orchestrator.advance(c.pk)
     c.refresh_from_db()
     return c
@@ -140,7 +139,7 @@ def _running(**kw: object) -> Comparison:
 
 def test_built_kernels_get_abba_runs_for_the_first_look(few_runs):
     c = _running()
-    assert (c.state, c.runs_target) == ("running", 4)
+    assert (c.state, c.scheduled_per_side) == ("running", 4)
     runs = list(c.runs.order_by("order"))
     assert [r.order for r in runs] == list(range(8))
     assert Counter(r.side for r in runs) == {"A": 4, "B": 4}
@@ -203,7 +202,7 @@ def test_looks_extend_while_the_engine_needs_runs_then_the_verdict_is_stored(few
     # 4 vs 4 cannot cross the first O'Brien-Fleming boundary: the engine asks for more.
     orchestrator.conclude_look(c.pk)
     c.refresh_from_db()
-    assert (c.state, c.runs_target) == ("running", 8)
+    assert (c.state, c.scheduled_per_side) == ("running", 8)
     assert c.runs.filter(state="queued").count() == 8
     for run in c.runs.filter(state="queued").order_by("order"):
         _finish_run(run, samples=_samples(rng, 1.0 if run.side == "A" else 1.10))
@@ -247,6 +246,6 @@ def test_queued_runs_whose_message_was_lost_are_sent_again(
     old = timezone.now() - timedelta(seconds=61)
     c.runs.update(dispatched_at=old)
     with django_capture_on_commit_callbacks() as sent:
-        orchestrator.kick()
+        orchestrator.advance_unfinished()
     assert len(sent) == 8
     assert not c.runs.filter(dispatched_at=old).exists()

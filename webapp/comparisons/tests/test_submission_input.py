@@ -17,7 +17,7 @@ from webapp.comparisons.models import Comparison
 from webapp.factories import TreeFactory
 from webapp.reports import services as reports
 from webapp.trees.models import Patch, PatchSeries, Revision, Tree
-from webapp.trees.services import SubmissionError, store_series
+from webapp.trees.services import InvalidSeries, store_series
 from workers.build.git import MAX_REF_LENGTH
 from workers.build.tests.conftest import FIXTURES
 
@@ -110,7 +110,7 @@ def test_a_series_with_too_many_patches_is_refused_before_it_is_parsed(tree, mbo
 def test_the_patch_cap_is_a_setting_and_counts_patches_without_a_cover_letter(settings):
     settings.RCUBENCH_MAX_SERIES_PATCHES = 3
     _, patch_1, _ = _messages(TWO_PATCHES)
-    with pytest.raises(SubmissionError, match="the series has 4 patches; the limit is 3"):
+    with pytest.raises(InvalidSeries, match="the series has 4 patches; the limit is 3"):
         store_series(patch_1 * 4)
     assert not PatchSeries.objects.exists()
     assert store_series(patch_1 * 3).patches.count() == 3

@@ -28,7 +28,7 @@ def test_a_nul_byte_and_invalid_utf8_in_the_build_log_are_stored(data_dir):
     mbox = _series(_makefile_prefix("olddefconfig:\n\t@printf 'evil\\000\\377\\376 end\\n'; false"))
     series = PatchSeries.objects.create(subject="nul", mbox=mbox, mbox_sha256="1" * 64)
     build = BuildFactory.create(revision=_revision(series=series), sha="", toolchain="")
-    services.run_build(build.pk)
+    services.execute_build(build.pk)
     build.refresh_from_db()
     assert (build.state, build.result, build.error_code) == (State.DONE, "failed", "make-failed")
     assert f"evil{NUL_SHOWN}" in build.log
@@ -42,7 +42,7 @@ def test_a_build_waiting_for_a_lock_keeps_its_heartbeat(data_dir, settings):
     mirror = mirror_path(data_dir / "mirrors", str(DEFAULT_TREE))
     beats: list[object] = []
     with mirror_lock(mirror, timeout=5):  # another build fetching this tree
-        worker = threading.Thread(target=services.run_build, args=(build.pk,))
+        worker = threading.Thread(target=services.execute_build, args=(build.pk,))
         worker.start()
         for _ in range(4):
             time.sleep(1.2)
@@ -59,14 +59,14 @@ def test_a_build_the_reaper_ended_is_not_overwritten_by_its_late_finish(
     monkeypatch,
 ):
     build = BuildFactory.create(revision=_revision("no-such-branch"), sha="", toolchain="")
-    real_build = builder.build
+    real_build = builder.build_kernel
 
     def reaped_meanwhile(*args: object, **kw: object) -> object:
         services.reap_stale_builds(now=timezone.now() + timedelta(hours=1))
         return real_build(*args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(builder, "build", reaped_meanwhile)
-    services.run_build(build.pk)
+    monkeypatch.setattr(builder, "build_kernel", reaped_meanwhile)
+    services.execute_build(build.pk)
     build.refresh_from_db()
     assert (build.result, build.error_code) == ("failed", "infra-error")
     assert "no heartbeat" in build.error_message

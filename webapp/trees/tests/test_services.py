@@ -71,7 +71,7 @@ def test_a_malformed_kconfig_line_is_refused_and_nothing_is_stored():
 @pytest.mark.django_db
 def test_a_bad_ref_ends_the_build_as_failed_with_the_reason(data_dir):
     build = BuildFactory.create(revision=_revision("no-such-branch"), sha="", toolchain="")
-    services.run_build(build.pk)
+    services.execute_build(build.pk)
     build.refresh_from_db()
     assert (build.state, build.result, build.error_code) == (State.DONE, "failed", "bad-ref")
     assert build.error_message == "ref 'no-such-branch' does not name a commit in this tree"
@@ -84,7 +84,7 @@ def test_a_series_that_does_not_apply_records_patch_failed_with_gits_output(data
     mbox = (FIXTURES / "conflict.mbox").read_bytes()
     series = PatchSeries.objects.create(subject="conflict", mbox=mbox, mbox_sha256="0" * 64)
     build = BuildFactory.create(revision=_revision(series=series), sha="", toolchain="")
-    services.run_build(build.pk)
+    services.execute_build(build.pk)
     build.refresh_from_db()
     assert build.error_code == "patch-failed"
     assert "patch 1 ('rcuscale: Reword writer_holdoff description')" in build.error_message
@@ -94,7 +94,7 @@ def test_a_series_that_does_not_apply_records_patch_failed_with_gits_output(data
 @pytest.mark.django_db
 def test_a_duplicate_delivery_of_a_running_build_does_nothing():
     build = BuildFactory.create(state=State.RUNNING, sha="")
-    assert services.run_build(build.pk) is None
+    assert services.execute_build(build.pk) is None
     build.refresh_from_db()
     assert build.state == State.RUNNING
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from workers.build import builder
-from workers.build.builder import BuildError, BuildSettings, build
+from workers.build.builder import BuildError, BuildSettings, build_kernel
 from workers.build.tests.conftest import FIXTURES
 
 
@@ -51,7 +51,7 @@ def test_a_cache_hit_returns_the_artifact_without_running_make(
     image = x86_kernel.image
     mtime = image.stat().st_mtime_ns
     # The same commit by another name (its sha) is the same key.
-    out = build(kernel_request(ref=x86_kernel.sha), build_settings)
+    out = build_kernel(kernel_request(ref=x86_kernel.sha), build_settings)
     assert out.cached
     assert out.key == x86_kernel.key
     assert image.stat().st_mtime_ns == mtime
@@ -63,7 +63,7 @@ def test_a_two_patch_series_is_applied_and_built_incrementally(
 ):
     mbox = (FIXTURES / "two-patches.mbox").read_bytes()
     phases: list[str] = []
-    out = build(kernel_request(mbox=mbox), build_settings, progress=phases.append)
+    out = build_kernel(kernel_request(mbox=mbox), build_settings, progress=phases.append)
     assert not out.cached
     # Progress keeps coming while make runs (each output line), not only at phase starts.
     assert phases[:3] == ["fetch", "apply", "config"]
@@ -81,7 +81,7 @@ def test_a_two_patch_series_is_applied_and_built_incrementally(
     assert "kernel/rcu/rcuscale.o" in compiled
     assert "kernel/rcu/tree.o" in compiled
     assert len(compiled) < 20, compiled
-    again = build(kernel_request(mbox=mbox), build_settings)
+    again = build_kernel(kernel_request(mbox=mbox), build_settings)
     assert again.cached
     assert again.key == out.key
     assert again.series == out.series
@@ -92,7 +92,7 @@ def test_a_patch_that_does_not_apply_is_patch_failed_with_index_and_hunk(
 ):
     mbox = (FIXTURES / "conflict.mbox").read_bytes()
     with pytest.raises(BuildError) as err:
-        build(kernel_request(mbox=mbox), build_settings)
+        build_kernel(kernel_request(mbox=mbox), build_settings)
     assert err.value.code == "patch-failed"
     assert "patch 1 ('rcuscale: Reword writer_holdoff description')" in err.value.message
     assert "kernel/rcu/rcuscale.c, hunk #1" in err.value.message
@@ -102,7 +102,7 @@ def test_a_patch_that_does_not_apply_is_patch_failed_with_index_and_hunk(
 def test_a_dropped_kconfig_option_is_reported(build_settings, kernel_request):
     # VIRTIO_BLK needs BLOCK, which tinyconfig leaves off: Kconfig drops it silently.
     with pytest.raises(BuildError) as err:
-        build(kernel_request(fragments=("CONFIG_VIRTIO_BLK=y",)), build_settings)
+        build_kernel(kernel_request(fragments=("CONFIG_VIRTIO_BLK=y",)), build_settings)
     assert err.value.code == "config-dropped"
     assert "CONFIG_VIRTIO_BLK (requested y, got n)" in err.value.message
     assert not list((build_settings.root / "artifacts").glob("*/*/build.log")) or all(
@@ -127,7 +127,7 @@ def test_a_malicious_ref_or_url_is_refused_before_anything_runs(
     build_settings, kw, code, message, kernel_request
 ):
     with pytest.raises(BuildError) as err:
-        build(kernel_request(**kw), build_settings)
+        build_kernel(kernel_request(**kw), build_settings)
     assert err.value.code == code
     assert message in err.value.message
     assert not Path("/tmp/pwned").exists()
@@ -139,7 +139,7 @@ def test_a_build_past_its_time_limit_is_killed_and_reported(
     mbox = (FIXTURES / "needs-fuzz.mbox").read_bytes()
     short = BuildSettings(**{**build_settings.__dict__, "timeout": 2.0})
     with pytest.raises(BuildError) as err:
-        build(kernel_request(mbox=mbox, patch_fallback=True), short)
+        build_kernel(kernel_request(mbox=mbox, patch_fallback=True), short)
     assert err.value.code == "timeout"
     assert "killed after" in err.value.message or "no time left" in err.value.message
 

@@ -1,7 +1,7 @@
 """Hostile patch series through the real build path (security review of 2026-11-23).
 
 Every series here is a real mbox (the fixture two-patches.mbox with its diff replaced) and
-goes through `builder.build`, as a submitter's series does: the attacks are the ones the
+goes through `builder.build_kernel`, as a submitter's series does: the attacks are the ones the
 review reproduced against main, and each test asserts the refusal and that no host file,
 secret or later build was touched.
 """
@@ -19,7 +19,7 @@ import pytest
 
 from workers.build import kconfig
 from workers.build.arch import profile
-from workers.build.builder import BuildError, build
+from workers.build.builder import BuildError, build_kernel
 from workers.build.tests.conftest import BASE_TAG, DEFAULT_TREE, FIXTURES
 
 
@@ -104,7 +104,7 @@ def test_a_patch_rewriting_the_worktree_git_file_is_refused(
     marker = scratch / "fsmonitor-ran"
     mbox = _series(GITDIR_ATTACK.format(old="/nowhere", marker=marker))
     with pytest.raises(BuildError) as err:
-        build(kernel_request(mbox=mbox, patch_fallback=fallback), build_settings)
+        build_kernel(kernel_request(mbox=mbox, patch_fallback=fallback), build_settings)
     assert err.value.code == "patch-failed"
     assert "is refused: .git: a path inside .git" in err.value.message
     slot = _slot(build_settings, kernel_request())
@@ -112,7 +112,9 @@ def test_a_patch_rewriting_the_worktree_git_file_is_refused(
     assert not (slot / "src" / "evil").exists()
     # The next build in that slot runs host-side git there (checkout, clean, am).
     with pytest.raises(BuildError, match="patch 1"):
-        build(kernel_request(mbox=(FIXTURES / "needs-fuzz.mbox").read_bytes()), build_settings)
+        build_kernel(
+            kernel_request(mbox=(FIXTURES / "needs-fuzz.mbox").read_bytes()), build_settings
+        )
     assert not marker.exists()
 
 
@@ -122,7 +124,7 @@ def test_a_traditional_diff_into_git_is_refused_before_patch_runs(
     # No `diff --git` line: only GNU patch (the fuzz fallback) would read these headers.
     diff = "--- a/.git/config\n+++ b/.git/config\n@@ -1 +1,2 @@\n [core]\n+\tfsmonitor = x\n"
     with pytest.raises(BuildError) as err:
-        build(kernel_request(mbox=_series(diff), patch_fallback=True), build_settings)
+        build_kernel(kernel_request(mbox=_series(diff), patch_fallback=True), build_settings)
     assert "is refused: .git/config: a path inside .git" in err.value.message
 
 
@@ -143,7 +145,7 @@ def test_symlinks_and_paths_outside_the_tree_are_refused_naming_the_file(
     build_settings, kernel_request, diff, named, why
 ):
     with pytest.raises(BuildError) as err:
-        build(kernel_request(mbox=_series(diff), patch_fallback=True), build_settings)
+        build_kernel(kernel_request(mbox=_series(diff), patch_fallback=True), build_settings)
     assert err.value.code == "patch-failed"
     assert f"is refused: {named}: " in err.value.message
     assert why in err.value.message
@@ -160,7 +162,7 @@ def test_a_patch_whose_hunks_cancel_out_ends_instead_of_looping(build_settings, 
         f"@@ -91 +91 @@\n-{line}\n+{line}\n"
     )
     with pytest.raises(BuildError) as err:
-        build(kernel_request(mbox=_series(diff), patch_fallback=True), build_settings)
+        build_kernel(kernel_request(mbox=_series(diff), patch_fallback=True), build_settings)
     assert err.value.code == "patch-failed"
     assert "changes nothing once applied with fuzz" in err.value.message
 
@@ -189,7 +191,7 @@ def test_a_planted_config_is_never_followed_and_no_secret_is_read(
     trusted_obj = _slot(build_settings, kernel_request()) / "obj"
     before = sorted(p.name for p in trusted_obj.iterdir())
     with pytest.raises(BuildError) as err:
-        build(kernel_request(mbox=mbox), build_settings)
+        build_kernel(kernel_request(mbox=mbox), build_settings)
     assert err.value.code == "make-failed"
     assert f".config {why}; refused" in err.value.message
     assert value not in err.value.message + err.value.log
@@ -235,7 +237,7 @@ def test_planted_build_outputs_are_not_copied_into_the_store(
 
     before = stored()
     with pytest.raises(BuildError) as err:
-        build(kernel_request(mbox=_series(diff)), build_settings)
+        build_kernel(kernel_request(mbox=_series(diff)), build_settings)
     assert err.value.code == "make-failed"
     assert "the build left an unusable file" in err.value.message
     assert why in err.value.message

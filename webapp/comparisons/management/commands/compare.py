@@ -4,26 +4,30 @@ web app (the running workers build, boot and analyse), with progress and the ver
 import time
 from argparse import ArgumentParser
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, cast
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from tqdm import tqdm
 
+from webapp.analysis import defaults
 from webapp.comparisons import orchestrator
-from webapp.comparisons.models import Comparison, ComparisonState, Target
-from webapp.comparisons.orchestrator import Request
+from webapp.comparisons.models import Comparison, ComparisonState
 from webapp.comparisons.progress import Progress, progress
+from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
 from webapp.reports.services import report_url, verdict_rows
 from webapp.states import Result
 from webapp.trees.models import Tree
-from webapp.trees.services import (
-    DEFAULT_TREE,
-    SubmissionError,
-    default_tree,
-    register_local_tree,
-    store_series,
-)
+from webapp.trees.services import DEFAULT_TREE, InvalidTree, register_local_tree
+
+# The CLI's option for each field of the request, so a refusal names what the user typed.
+_OPTION = {
+    "tree": "--tree", "base_ref": "--base", "head_ref": "--head", "series": "--series",
+    "patch_fallback": "--allow-fuzz", "benchmarks": "--bench", "target": "--target",
+    "arch": "--arch", "cmdline_a": "--cmdline-a", "cmdline_b": "--cmdline-b",
+    "min_runs": "--runs", "max_runs": "--max-runs", "alpha": "--alpha",
+    "threshold_pct": "--threshold", "seed": "--seed",
+}  # fmt: skip
 
 
 class Command(BaseCommand):
@@ -53,12 +57,16 @@ class Command(BaseCommand):
         parser.add_argument("--bench", action="append", help="benchmark (repeatable)")
         parser.add_argument("--arch", default="x86_64", choices=["x86_64", "ppc64le"])
         parser.add_argument("--target", help="target name (default: qemu-<arch>)")
-        parser.add_argument("--runs", type=int, default=24, help="runs per side at the first look")
-        parser.add_argument("--max-runs", type=int, default=96, help="runs per side at most")
+        parser.add_argument("--runs", type=int, default=defaults.MIN_RUNS,
+                            help="runs per side at the first look")  # fmt: skip
+        parser.add_argument("--max-runs", type=int, default=defaults.MAX_RUNS,
+                            help="runs per side at most")  # fmt: skip
         parser.add_argument("--cmdline-a", default="", help="extra kernel command line, side A")
         parser.add_argument("--cmdline-b", default="", help="extra kernel command line, side B")
-        parser.add_argument("--threshold", type=float, default=2.0, help="practical threshold %%")
-        parser.add_argument("--alpha", type=float, default=0.05)
+        parser.add_argument("--threshold", type=float, default=defaults.THRESHOLD_PCT,
+                            help="practical threshold %%")  # fmt: skip
+        parser.add_argument("--alpha", type=float, default=defaults.ALPHA)
+        parser.add_argument("--seed", type=int, help="seed of the ABBA run order (default: random)")
         parser.add_argument("--no-wait", action="store_true", help="submit and print the id")
         parser.add_argument("--follow", type=int, metavar="ID", help="wait for comparison ID")
         parser.add_argument("--cancel", type=int, metavar="ID", help="cancel comparison ID")
@@ -87,36 +95,33 @@ class Command(BaseCommand):
     def _submit(self, opts: dict[str, Any]) -> Comparison:
         if not opts["base"]:
             raise CommandError("--base is required")
+        mbox = None
+        if opts["series"]:
+            try:
+                mbox = opts["series"].read_bytes()
+            except OSError as exc:
+                raise CommandError(f"cannot read {opts['series']}: {exc.strerror}") from None
         try:
-            mbox = None
-            if opts["series"]:
-                try:
-                    mbox = opts["series"].read_bytes()
-                except OSError as exc:
-                    raise SubmissionError(f"cannot read {opts['series']}: {exc.strerror}") from None
-            target_name = opts["target"] or f"qemu-{opts['arch']}"
-            target = Target.objects.filter(name=target_name).first()
-            if target is None:
-                raise SubmissionError(f"no target named {target_name!r}")
-            if target.arch != opts["arch"]:
-                raise SubmissionError(f"target {target.name} is {target.arch}, not {opts['arch']}")
-            # One transaction: a request refused at any step leaves nothing behind (no tree
-            # registered, no series stored).
+            # One transaction: a request refused at any step leaves nothing behind (not even
+            # the tree a path registered).
             with transaction.atomic():
-                return orchestrator.submit(
-                    Request(
-                        tree=_tree(opts["tree"]), base_ref=opts["base"], head_ref=opts["head"],
-                        series=store_series(mbox) if mbox is not None else None,
+                return submit_comparison(
+                    ComparisonRequest(
+                        tree=_tree_name(opts["tree"]), base_ref=opts["base"],
+                        head_ref=opts["head"], series_mbox=mbox,
                         patch_fallback=opts["allow_fuzz"],
-                        benchmarks=tuple(opts["bench"] or ["sync-rcu-latency"]), target=target,
+                        benchmarks=tuple(opts["bench"] or ["sync-rcu-latency"]),
+                        target=opts["target"] or f"qemu-{opts['arch']}", arch=opts["arch"],
                         cmdline_a=opts["cmdline_a"], cmdline_b=opts["cmdline_b"],
                         min_runs=opts["runs"], max_runs=opts["max_runs"], alpha=opts["alpha"],
-                        threshold_pct=opts["threshold"], trigger=Comparison.Trigger.CLI,
-                        requested_by="cli",
+                        threshold_pct=opts["threshold"], seed=opts["seed"],
+                        trigger=Comparison.Trigger.CLI, requested_by="cli",
                     )
                 )  # fmt: skip
         except SubmissionError as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(f"{_OPTION.get(exc.field, exc.field)}: {exc.message}") from None
+        except InvalidTree as exc:
+            raise CommandError(f"--tree: {exc}") from None
 
     def _require_worker(self) -> None:
         from workers.celery_app import app
@@ -127,15 +132,16 @@ class Command(BaseCommand):
                 raise CommandError("no rcubench worker answers on the broker: start them (make up)")
 
     def _follow(self, comparison: Comparison, timeout: float) -> Comparison:
-        """Poll the database (the state machine) and draw the runs bar until it ends; Ctrl-C
-        cancels the comparison (and its running VM)."""
+        """Poll the database (the state machine) until the comparison ends, drawing a runs
+        bar on a terminal, or printing a line per change of the progress elsewhere (a CI
+        log keeps every bar redraw as a line); Ctrl-C cancels the comparison (and its VM)."""
+        out = cast(TextIO, self.stdout._out)
+        show = _Bar(out) if out.isatty() else _Lines(out)
         started = time.monotonic()
-        bar = tqdm(total=1, unit="run", dynamic_ncols=True, file=self.stdout._out)
         try:
             while True:
                 comparison.refresh_from_db()
-                p = progress(comparison)
-                _draw(bar, p)
+                show(progress(comparison))
                 if comparison.state == ComparisonState.DONE:
                     return comparison
                 if timeout and time.monotonic() - started > timeout:
@@ -146,7 +152,7 @@ class Command(BaseCommand):
             orchestrator.cancel(comparison.pk, "cancelled from the command line (Ctrl-C)")
             raise CommandError(f"comparison {comparison.pk} cancelled") from None
         finally:
-            bar.close()
+            show.close()
 
     def _summary(self, comparison: Comparison) -> None:
         out = self.stdout.write
@@ -168,12 +174,39 @@ class Command(BaseCommand):
         out(f"verdict: {comparison.verdict or '(none)'}   report: {report_url(comparison)}")
 
 
-def _draw(bar: tqdm, p: Progress) -> None:
-    bar.total = max(p.total, 1)
-    bar.n = p.done
-    bar.set_description(p.phase)
-    bar.set_postfix_str(p.detail, refresh=False)
-    bar.refresh()
+class _Bar:
+    """The runs bar, redrawn in place (a terminal)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.bar = tqdm(total=1, unit="run", dynamic_ncols=True, file=out)
+
+    def __call__(self, p: Progress) -> None:
+        self.bar.total = max(p.total, 1)
+        self.bar.n = p.done
+        self.bar.set_description(p.phase)
+        self.bar.set_postfix_str(p.detail, refresh=False)
+        self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+class _Lines:
+    """One line per change of the progress (a log file, a pipe)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.last: Progress | None = None
+
+    def __call__(self, p: Progress) -> None:
+        if p != self.last:
+            self.last = p
+            detail = f" ({p.detail})" if p.detail else ""
+            self.out.write(f"{p.phase}: {p.done}/{p.total} runs{detail}\n")
+            self.out.flush()
+
+    def close(self) -> None:
+        pass
 
 
 def _get(pk: int) -> Comparison:
@@ -183,14 +216,12 @@ def _get(pk: int) -> Comparison:
         raise CommandError(f"no comparison with id {pk}") from None
 
 
-def _tree(name_or_path: str) -> Tree:
-    if name_or_path == DEFAULT_TREE:
-        return default_tree()
-    tree = Tree.objects.filter(name=name_or_path).first()
-    if tree is not None:
-        return tree
+def _tree_name(name_or_path: str) -> str:
+    """A registered tree's name, or a local bare repository registered on first use (an
+    operator's command; the web front ends take names only)."""
+    if name_or_path == DEFAULT_TREE or Tree.objects.filter(name=name_or_path).exists():
+        return name_or_path
     path = Path(name_or_path)
     if path.exists():  # register_local_tree refuses what is not a bare repository
-        return register_local_tree(path)
-    known = ", ".join(Tree.objects.values_list("name", flat=True)) or "none"
-    raise SubmissionError(f"no tree named {name_or_path!r} and no such directory; trees: {known}")
+        return register_local_tree(path).name
+    return name_or_path  # submission refuses it, naming the trees it knows

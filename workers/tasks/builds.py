@@ -1,18 +1,16 @@
 """Build-queue tasks: thin wrappers that hand a Build id to the build service."""
 
 from workers.celery_app import BUILD_TIME_LIMIT, SOFT_MARGIN, app
+from workers.routing import BUILD_KERNEL
 
 
-@app.task(
-    name="rcubench.build.build_kernel",
-    time_limit=BUILD_TIME_LIMIT,
-    soft_time_limit=BUILD_TIME_LIMIT - SOFT_MARGIN,
-)
-def build_kernel(build_id: int) -> None:
+@app.task(name=BUILD_KERNEL, time_limit=BUILD_TIME_LIMIT,
+          soft_time_limit=BUILD_TIME_LIMIT - SOFT_MARGIN)  # fmt: skip
+def build_kernel_task(build_id: int) -> None:
     from webapp.comparisons.orchestrator import on_build_done
-    from webapp.trees.services import run_build
+    from webapp.trees.services import execute_build
 
     try:
-        run_build(build_id)
+        execute_build(build_id)
     finally:
         on_build_done(build_id)  # a build that raised is recorded failed: end its comparisons

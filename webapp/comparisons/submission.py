@@ -1,0 +1,203 @@
+"""The one way in: every front end (the CLI today; the web form, the REST API and push
+webhooks later) submits a comparison by calling `submit_comparison`, and nothing else.
+
+A request is validated whole before anything is stored: refs, target, benchmarks, numbers,
+command lines, then the patch series. A refused request raises `SubmissionError` naming the
+field and the problem, and leaves nothing behind (no tree, series, revision or comparison),
+as everything it stores is stored in one transaction.
+"""
+
+import math
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+
+from benchmarks.cmdline import CmdlineError, check_extra
+from benchmarks.registry import get as get_benchmark
+from benchmarks.spec import BenchmarkSpec
+from webapp import logs
+from webapp.analysis import defaults
+from webapp.comparisons.models import Comparison, Target
+from webapp.trees.models import PatchSeries, Revision, Tree
+from webapp.trees.services import DEFAULT_TREE, InvalidSeries, default_tree, store_series
+from workers import dispatch
+from workers.build.git import BadRefError, validate_rev
+
+log = logs.get(__name__)
+CMDLINE_MAX = 1024
+SEED_LIMIT = 2**62  # the seed column is a signed 64-bit integer; new seeds are 62 bits
+
+
+class SubmissionError(ValueError):
+    """A request refused before anything is stored: `field` names the request's field at
+    fault (a form shows the message beside it, an API returns `as_dict()`)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {self.field: [self.message]}
+
+
+@dataclass(frozen=True)
+class ComparisonRequest:
+    """What a user asks for, from any front end; names and bytes, not database rows."""
+
+    tree: str  # a registered tree's name
+    base_ref: str  # side A
+    benchmarks: tuple[str, ...]
+    target: str  # a Target's name
+    head_ref: str = ""  # side B; empty with a series (applied on base_ref) or for A/A
+    series_mbox: bytes | None = None  # a patch series (git format-patch / send-email mbox)
+    # If the series does not apply with plain `git am`: `git am -3`, then `patch -F3`. It
+    # may then apply, with offsets or fuzz, to a base it was not written against.
+    patch_fallback: bool = False
+    arch: str = ""  # if given, the target must be of this arch
+    cmdline_a: str = ""
+    cmdline_b: str = ""
+    min_runs: int = defaults.MIN_RUNS
+    max_runs: int = defaults.MAX_RUNS
+    alpha: float = defaults.ALPHA
+    threshold_pct: float = defaults.THRESHOLD_PCT
+    seed: int | None = None  # of the ABBA run order; None: a fresh random one
+    trigger: str = Comparison.Trigger.CLI
+    requested_by: str = ""
+
+
+def submit_comparison(req: ComparisonRequest) -> Comparison:
+    """Validate `req`, store the comparison and start it (once committed)."""
+    with transaction.atomic():
+        tree = _tree(req.tree)
+        target = _target(req.target, req.arch)
+        specs = _benchmarks(req.benchmarks, target)
+        _validate(req, specs)
+        series = _series(req.series_mbox) if req.series_mbox is not None else None
+        rev_a = Revision.objects.create(tree=tree, ref=req.base_ref)
+        head = req.head_ref or req.base_ref
+        if head == req.base_ref and series is None:
+            rev_b = rev_a  # A/A or a boot-parameter A/B: one build serves both sides
+        else:
+            rev_b = Revision.objects.create(
+                tree=tree, ref=head, series=series, patch_fallback=req.patch_fallback
+            )
+        seed = {} if req.seed is None else {"seed": req.seed}
+        comparison = Comparison.objects.create(
+            revision_a=rev_a, revision_b=rev_b, cmdline_a=req.cmdline_a.strip(),
+            cmdline_b=req.cmdline_b.strip(), benchmarks=list(req.benchmarks), target=target,
+            min_runs=req.min_runs, max_runs=req.max_runs, alpha=req.alpha,
+            threshold_pct=req.threshold_pct, trigger=req.trigger,
+            requested_by=req.requested_by, **seed,
+        )  # fmt: skip
+        log.info(
+            "comparison state", comparison=comparison.pk, state=comparison.state,
+            trigger=req.trigger, target=target.name, benchmarks=list(req.benchmarks),
+        )  # fmt: skip
+        dispatch.send_advance(comparison.pk)
+    return comparison
+
+
+def _tree(name: str) -> Tree:
+    tree = Tree.objects.filter(name=name).first()
+    if tree is not None:
+        return tree
+    if name == DEFAULT_TREE:
+        return default_tree()  # the demo tree, registered on first use
+    known = ", ".join(Tree.objects.values_list("name", flat=True)) or "none"
+    raise SubmissionError("tree", f"no tree named {name!r}; trees: {known}")
+
+
+def _target(name: str, arch: str) -> Target:
+    target = Target.objects.filter(name=name).first()
+    if target is None:
+        raise SubmissionError("target", f"no target named {name!r}")
+    if arch and target.arch != arch:
+        raise SubmissionError("arch", f"target {target.name} is {target.arch}, not {arch}")
+    if not target.enabled:
+        raise SubmissionError("target", f"target {target.name} is disabled")
+    return target
+
+
+def _benchmarks(names: tuple[str, ...], target: Target) -> list[BenchmarkSpec]:
+    if not names:
+        raise SubmissionError("benchmarks", "no benchmark requested")
+    if len(set(names)) != len(names):
+        raise SubmissionError("benchmarks", "a benchmark is requested twice")
+    specs = []
+    for name in names:
+        try:
+            spec = get_benchmark(name).spec
+        except KeyError as exc:
+            raise SubmissionError("benchmarks", str(exc.args[0])) from None
+        if target.arch not in spec.archs:
+            raise SubmissionError("benchmarks", f"benchmark {name} does not run on {target.arch}")
+        specs.append(spec)
+    return specs
+
+
+def _validate(req: ComparisonRequest, specs: list[BenchmarkSpec]) -> None:
+    refs = (("base_ref", "base", req.base_ref), ("head_ref", "head", req.head_ref))
+    for field, label, ref in refs:
+        if field == "head_ref" and not ref:
+            continue
+        try:
+            validate_rev(ref)
+        except BadRefError as exc:
+            raise SubmissionError(field, f"bad {label} ref: {exc}") from None
+    if req.head_ref and req.series_mbox is not None:
+        raise SubmissionError("head_ref", "give a head ref or a patch series, not both")
+    if req.patch_fallback and req.series_mbox is None:
+        raise SubmissionError(
+            "patch_fallback", "fuzz was allowed, but there is no patch series to apply"
+        )
+    floor = 2 if settings.RCUBENCH_ALLOW_FEW_RUNS else defaults.MIN_RUNS
+    if req.min_runs < floor:
+        raise SubmissionError(
+            "min_runs", f"at least {floor} runs per side are needed, got {req.min_runs}"
+        )
+    cap = settings.RCUBENCH_MAX_RUNS_PER_SIDE
+    for field, label, runs in (("min_runs", "min runs", req.min_runs),
+                               ("max_runs", "max runs", req.max_runs)):  # fmt: skip
+        if runs > cap:
+            raise SubmissionError(
+                field, f"{label} ({runs}) is above the limit of {cap} runs per side"
+            )
+    if req.max_runs < req.min_runs:
+        raise SubmissionError(
+            "max_runs", f"max runs ({req.max_runs}) is below min runs ({req.min_runs})"
+        )
+    # Every comparison with NaN is false, so range checks let it through: a NaN threshold
+    # made each regression "significant but small".
+    numbers = (("alpha", "alpha", req.alpha), ("threshold_pct", "the threshold", req.threshold_pct))
+    for field, label, number in numbers:
+        if not math.isfinite(number):
+            raise SubmissionError(field, f"{label} must be a finite number, got {number}")
+    if not 0 < req.alpha < 0.5:
+        raise SubmissionError("alpha", f"alpha must be in (0, 0.5), got {req.alpha}")
+    if req.threshold_pct < 0:
+        raise SubmissionError(
+            "threshold_pct", f"the threshold must be >= 0, got {req.threshold_pct}"
+        )
+    if req.seed is not None and not 0 <= req.seed < SEED_LIMIT:
+        raise SubmissionError("seed", f"the seed must be in [0, 2**62), got {req.seed}")
+    extras = (("cmdline_a", "A", req.cmdline_a), ("cmdline_b", "B", req.cmdline_b))
+    for field, side, extra in extras:
+        if len(extra) > CMDLINE_MAX or not extra.isprintable():
+            raise SubmissionError(
+                field,
+                f"side {side} command line must be printable, one line, at most {CMDLINE_MAX} "
+                "characters",
+            )
+        try:  # an allow-list, and nothing the benchmarks set themselves
+            check_extra(extra, specs)
+        except CmdlineError as exc:
+            raise SubmissionError(field, f"side {side} command line: {exc}") from None
+
+
+def _series(mbox: bytes) -> PatchSeries:
+    try:
+        return store_series(mbox)
+    except InvalidSeries as exc:
+        raise SubmissionError("series", str(exc)) from None

@@ -1,0 +1,41 @@
+"""Every Celery task rcubench sends, sent from here: by its stable name, to its queue, once
+the caller's transaction has committed.
+
+The web app and the services call these, never the task functions, so they need not import
+workers.tasks (which import them back: an import-linter contract keeps it so). A message
+carries only "do step X for id N"; the step's state is in the database, so a message lost
+or sent twice does no harm (the orchestrator re-sends what the broker lost, and each step's
+claim is a conditional UPDATE).
+
+Sending after the commit matters: a worker fast enough to take the message before the row
+is committed would find nothing to do and drop it.
+"""
+
+from django.db import transaction
+
+from workers.celery_app import app
+from workers.routing import ADVANCE_COMPARISON, BUILD_KERNEL, CONCLUDE_LOOK, RUN_BENCHMARK
+
+
+def _send(name: str, object_id: int, queue: str | None = None) -> None:
+    transaction.on_commit(lambda: app.send_task(name, args=(object_id,), queue=queue))
+
+
+def send_build(build_id: int) -> None:
+    """Build this Build (build queue)."""
+    _send(BUILD_KERNEL, build_id)
+
+
+def send_run(run_id: int, queue: str) -> None:
+    """Carry out this Run on its target's queue (Target.queue)."""
+    _send(RUN_BENCHMARK, run_id, queue)
+
+
+def send_analysis(comparison_id: int) -> None:
+    """The comparison's look: the statistics, then more runs or the end (analysis queue)."""
+    _send(CONCLUDE_LOOK, comparison_id)
+
+
+def send_advance(comparison_id: int) -> None:
+    """Do the comparison's next step (control queue)."""
+    _send(ADVANCE_COMPARISON, comparison_id)
