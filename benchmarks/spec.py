@@ -2,7 +2,8 @@
 
 A spec says what the kernel needs (Kconfig fragment, command line), what the guest runs, and
 which metrics come out, with their unit, which direction is better, and which one is primary
-(the one gated with Holm across benchmarks; the others are secondary, gated with BH).
+(the one gated with Holm across benchmarks; the others are secondary, gated with BH), and
+any figures over several metrics that the report should draw besides the per-metric ones.
 """
 
 import re
@@ -56,6 +57,42 @@ class Metric:
     threshold_is_absolute: bool = False
 
 
+# Line styles a figure may ask for (plotly's names; the benchmarks never import plotly).
+DASHES = ("solid", "dash", "dot", "dashdot")
+
+
+@dataclass(frozen=True)
+class FigureLine:
+    """One line of a FigureSpec, per side: the metric at each x value."""
+
+    label: str  # in the legend after the side, e.g. "A peak"
+    metric: str  # metric name with "{x}" where the x value goes, e.g. "slab_kb_peak_d{x}"
+    dash: str = "solid"  # one of DASHES
+
+    def metric_at(self, x: float) -> str:
+        return self.metric.replace("{x}", str(x))
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """A figure over several metrics of one benchmark, drawn by the report next to the
+    per-metric ones: a sweep, each line's per-run metric values at each x, summarised per
+    side as the median over runs with its interquartile band. Data only: the report draws
+    it, so a benchmark declares its figures without touching the report."""
+
+    title: str
+    x: tuple[float, ...]  # the x values, in drawing order (bpf-slab: the delays)
+    x_label: str  # axis title
+    y_label: str  # axis title; all metrics of the figure share one unit
+    lines: tuple[FigureLine, ...]
+    x_name: str = "x"  # in the hover text: "<x_name> <x> <x_unit>"
+    x_unit: str = ""
+
+    def metrics(self) -> tuple[str, ...]:
+        """Every metric the figure draws, line by line."""
+        return tuple(line.metric_at(x) for line in self.lines for x in self.x)
+
+
 @dataclass(frozen=True)
 class BenchmarkSpec:
     name: str
@@ -66,6 +103,7 @@ class BenchmarkSpec:
     metrics: tuple[Metric, ...]
     archs: tuple[str, ...] = ("x86_64", "ppc64le")
     notes: str = ""
+    figures: tuple[FigureSpec, ...] = ()  # extra figures over several metrics
     _by_name: dict[str, Metric] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -111,4 +149,37 @@ def spec_errors(spec: BenchmarkSpec) -> list[str]:
     unknown = set(spec.archs) - {"x86_64", "ppc64le"}
     if unknown:
         errors.append(f"unknown archs: {sorted(unknown)}")
+    units = {m.name: m.unit for m in spec.metrics}
+    for f in spec.figures:
+        errors += _figure_errors(f, units)
+    return errors
+
+
+def _figure_errors(f: FigureSpec, units: dict[str, str]) -> list[str]:
+    errors = []
+    where = f"figure {f.title!r}"
+    if not f.title:
+        errors.append("a figure has no title")
+    if not f.x:
+        errors.append(f"{where} has no x values")
+    if len(set(f.x)) != len(f.x):
+        errors.append(f"{where} repeats x values")
+    if not f.lines:
+        errors.append(f"{where} has no lines")
+    labels = [line.label for line in f.lines]
+    if len(set(labels)) != len(labels):
+        errors.append(f"{where} repeats line labels")
+    for line in f.lines:
+        if "{x}" not in line.metric:
+            errors.append(f"{where}: metric pattern {line.metric!r} has no {{x}}")
+        if line.dash not in DASHES:
+            errors.append(f"{where}: line {line.label!r} has an unknown dash {line.dash!r}")
+    names = f.metrics()
+    missing = [n for n in names if n not in units]
+    if missing:
+        errors.append(f"{where} names metrics the spec lacks: {missing}")
+    # One y axis: a figure mixing units would put kB and 1/s on the same scale.
+    mixed = sorted({units[n] for n in names if n in units})
+    if len(mixed) > 1:
+        errors.append(f"{where} mixes units {mixed}")
     return errors

@@ -30,7 +30,7 @@ def _run(cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_project_keeps_the_layer_contract():
     result = _run(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "4 kept, 0 broken" in result.stdout
+    assert "5 kept, 0 broken" in result.stdout
 
 
 def test_contract_catches_an_engine_module_importing_django(tmp_path):
@@ -70,6 +70,13 @@ def test_contract_catches_an_engine_module_importing_django(tmp_path):
     (tmp_path / "webapp" / "alerts" / "__init__.py").write_text("")
     (tmp_path / "webapp" / "alerts" / "models.py").write_text("")
     (tmp_path / "workers" / "build" / "builder.py").write_text("")
+    for name in ("registry", "spec"):
+        (tmp_path / "benchmarks" / f"{name}.py").write_text("")
+    (tmp_path / "benchmarks" / "bpf_slab").mkdir()
+    (tmp_path / "benchmarks" / "bpf_slab" / "__init__.py").write_text("")
+    (tmp_path / "webapp" / "reports" / "services.py").write_text(
+        "from benchmarks import registry, spec\nfrom benchmarks import bpf_slab\n"
+    )
 
     result = _run(tmp_path)
     assert result.returncode != 0
@@ -80,6 +87,7 @@ def test_contract_catches_an_engine_module_importing_django(tmp_path):
     assert "webapp.analysis.engine -> webapp.analysis.models (l.1)" in output
     assert "webapp.comparisons.orchestrator -> workers.tasks (l.1)" in output
     assert "webapp.comparisons.models -> workers.vm.runner (l.1)" in output
+    assert "webapp.reports.services -> benchmarks.bpf_slab (l.2)" in output
 
 
 def test_django_setup_loads_no_libvirt_vm_runner_or_build_engine():

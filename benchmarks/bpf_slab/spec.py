@@ -7,7 +7,15 @@ of STEP_MS each, sampling /proc/slabinfo every 100 ms; `slab_nomerge` keeps
 sock_inode_cache from being merged into another cache's line.
 """
 
-from benchmarks.spec import RCUSCALE_IDLE, BenchmarkSpec, Better, Kind, Metric
+from benchmarks.spec import (
+    RCUSCALE_IDLE,
+    BenchmarkSpec,
+    Better,
+    FigureLine,
+    FigureSpec,
+    Kind,
+    Metric,
+)
 
 DELAYS_MS = (0, 1, 2, 5, 10)
 STEP_MS = 3000
@@ -52,5 +60,19 @@ SPEC = BenchmarkSpec(
             for d in DELAYS_MS
         ),
         *(Metric(f"update_rate_d{d}", "1/s", Better.HIGHER, Kind.VALUE) for d in DELAYS_MS),
+    ),
+    figures=(
+        FigureSpec(
+            title="bpf-slab: sock_inode_cache slab against the map-update delay",
+            x=DELAYS_MS,
+            x_label="delay between map-in-map updates (ms)",
+            y_label="sock_inode_cache slab (kB)",
+            lines=(
+                FigureLine("peak", "slab_kb_peak_d{x}", dash="solid"),
+                FigureLine("mean", "slab_kb_mean_d{x}", dash="dash"),
+            ),
+            x_name="delay",
+            x_unit="ms",
+        ),
     ),
 )

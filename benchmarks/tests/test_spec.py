@@ -1,6 +1,6 @@
 import pytest
 
-from benchmarks.spec import BenchmarkSpec, Better, Kind, Metric
+from benchmarks.spec import BenchmarkSpec, Better, FigureLine, FigureSpec, Kind, Metric
 
 
 def _spec(**overrides):
@@ -13,6 +13,8 @@ def _spec(**overrides):
         "metrics": (
             Metric("writer_duration", "ms", Better.LOWER, Kind.SAMPLES, primary=True),
             Metric("gp_kthread_cpu", "ms", Better.LOWER, Kind.VALUE),
+            *(Metric(f"lat_n{n}", "ms", Better.LOWER, Kind.VALUE) for n in (1, 2, 4)),
+            *(Metric(f"cbs_n{n}", "count", Better.LOWER, Kind.VALUE) for n in (1, 2, 4)),
         ),
     }
     return BenchmarkSpec(**{**fields, **overrides})
@@ -56,3 +58,74 @@ def test_invalid_specs_are_refused_with_every_reason(overrides, message):
     with pytest.raises(ValueError, match="benchmark spec") as exc:
         _spec(**overrides)
     assert message in str(exc.value)
+
+
+def _figure(**overrides):
+    fields = {
+        "title": "latency against n",
+        "x": (1, 2, 4),
+        "x_label": "n",
+        "y_label": "latency (ms)",
+        "lines": (FigureLine("lat", "lat_n{x}"),),
+    }
+    return FigureSpec(**{**fields, **overrides})
+
+
+def test_a_figure_names_its_metrics_line_by_line():
+    fig = _figure(lines=(FigureLine("lat", "lat_n{x}"), FigureLine("cpu", "lat_n{x}", "dash")))
+    assert fig.metrics() == ("lat_n1", "lat_n2", "lat_n4") * 2
+    assert _spec(figures=(fig,)).figures == (fig,)
+    assert _spec().figures == ()
+
+
+@pytest.mark.parametrize(
+    ("figure", "message"),
+    [
+        (_figure(title=""), "a figure has no title"),
+        (_figure(x=()), "has no x values"),
+        (_figure(x=(1, 2, 1)), "repeats x values"),
+        (_figure(lines=()), "has no lines"),
+        (_figure(lines=(FigureLine("a", "lat_n{x}"),) * 2), "repeats line labels"),
+        (_figure(lines=(FigureLine("a", "lat_n1"),)), "metric pattern 'lat_n1' has no {x}"),
+        (_figure(lines=(FigureLine("a", "lat_n{x}", "wavy"),)), "unknown dash 'wavy'"),
+        (_figure(x=(1, 3)), "names metrics the spec lacks: ['lat_n3']"),
+        (
+            _figure(lines=(FigureLine("lat", "lat_n{x}"), FigureLine("cbs", "cbs_n{x}"))),
+            "mixes units ['count', 'ms']",
+        ),
+    ],
+)
+def test_invalid_figures_are_refused(figure, message):
+    with pytest.raises(ValueError, match="benchmark spec") as exc:
+        _spec(figures=(figure,))
+    assert message in str(exc.value)
+
+
+def test_every_registered_figure_is_valid_and_bpf_slab_sweeps_its_delays():
+    from benchmarks.bpf_slab.spec import DELAYS_MS
+    from benchmarks.registry import BENCHMARKS
+
+    for b in BENCHMARKS.values():
+        for fig in b.spec.figures:
+            assert set(fig.metrics()) <= {m.name for m in b.spec.metrics}
+    (sweep,) = BENCHMARKS["bpf-slab"].spec.figures
+    assert sweep.x == DELAYS_MS
+    assert [(ln.label, ln.dash) for ln in sweep.lines] == [("peak", "solid"), ("mean", "dash")]
+    assert set(sweep.metrics()) == {
+        f"slab_kb_{s}_d{d}" for s in ("peak", "mean") for d in DELAYS_MS
+    }
+
+
+def test_the_spec_module_imports_only_the_standard_library():
+    """Specs are data: no Django, web app or plotly behind a figure declaration."""
+    import ast
+    import inspect
+    import sys
+
+    from benchmarks import spec
+
+    tree = ast.parse(inspect.getsource(spec))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}  # fmt: skip
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert {m.split(".")[0] for m in imported} <= sys.stdlib_module_names

@@ -2,6 +2,8 @@
 
 Pure: plain sequences and dataclasses in, `plotly.graph_objects.Figure` out; no Django and
 no database, so each builder is tested on hand-checkable data (ARCHITECTURE.md layer rule).
+Nothing here knows a benchmark: figures over several metrics are drawn from the
+FigureSpec a benchmark declares.
 """
 
 from collections.abc import Mapping, Sequence
@@ -10,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from benchmarks.bpf_slab.spec import DELAYS_MS
+from benchmarks.spec import FigureSpec
 
 SIDES = ("A", "B")
 # Okabe-Ito blue and vermillion: distinguishable with the common colour-vision deficiencies.
@@ -154,34 +156,35 @@ def log_histogram(
     return fig
 
 
-def slab_sweep_figure(
-    per_run: Mapping[str, Mapping[str, Sequence[float]]],
-    delays: Sequence[int] = DELAYS_MS,
-    title: str = "bpf-slab: sock_inode_cache slab against the map-update delay",
+def sweep_figure(
+    figure: FigureSpec, per_run: Mapping[str, Mapping[str, Sequence[float]]], unit: str = ""
 ) -> go.Figure:
-    """bpf-slab's slab kB (peak solid, mean dashed) against the delay between map-in-map
-    updates, per side: the median over runs with its interquartile band.
-    `per_run[side][metric]` holds one value per run, metrics slab_kb_{peak,mean}_d<delay>."""
+    """A benchmark's declared sweep: each line's metric against x, per side, as the median
+    over runs with its interquartile band (one trace pair per side and line; x values
+    without runs are left out). `per_run[side][metric]` holds one value per run; `unit` is
+    the metrics' unit, for the hover text."""
     fig = go.Figure()
+    x_hover = " ".join(filter(None, (figure.x_name, "%{x}", figure.x_unit)))
+    y_unit = f" {unit}" if unit else ""
     for side in SIDES:
         metrics = per_run.get(side, {})
-        for stat, dash in (("peak", "solid"), ("mean", "dash")):
-            xs: list[int] = []
+        for line in figure.lines:
+            xs: list[float] = []
             med: list[float] = []
             q1: list[float] = []
             q3: list[float] = []
-            for d in delays:
-                v = np.asarray(metrics.get(f"slab_kb_{stat}_d{d}", ()), dtype=float)
+            for x in figure.x:
+                v = np.asarray(metrics.get(line.metric_at(x), ()), dtype=float)
                 if not v.size:
                     continue
-                xs.append(d)
+                xs.append(x)
                 med.append(float(np.median(v)))
                 low, high = np.quantile(v, [0.25, 0.75])
                 q1.append(float(low))
                 q3.append(float(high))
             if not xs:
                 continue
-            name = f"{side} {stat}"
+            name = f"{side} {line.label}"
             fig.add_trace(
                 go.Scatter(
                     x=[*xs, *xs[::-1]], y=[*q3, *q1[::-1]], fill="toself", mode="lines",
@@ -192,15 +195,15 @@ def slab_sweep_figure(
             fig.add_trace(
                 go.Scatter(
                     x=xs, y=med, mode="lines+markers", name=f"{name} (median, IQR band)",
-                    legendgroup=name, line={"color": COLORS[side], "dash": dash, "width": 2},
+                    legendgroup=name, line={"color": COLORS[side], "dash": line.dash, "width": 2},
                     customdata=list(zip(q1, q3, strict=True)),
-                    hovertemplate=("delay %{x} ms: median %{y:.6g} kB"
+                    hovertemplate=(f"{x_hover}: median %{{y:.6g}}{y_unit}"
                                    "<br>IQR [%{customdata[0]:.6g}, %{customdata[1]:.6g}]"
                                    f"<extra>{name}</extra>"),
                 )
             )  # fmt: skip
-    _layout(fig, title, "delay between map-in-map updates (ms)", "sock_inode_cache slab (kB)")
-    fig.update_xaxes(tickvals=list(delays))
+    _layout(fig, figure.title, figure.x_label, figure.y_label)
+    fig.update_xaxes(tickvals=list(figure.x))
     return fig
 
 

@@ -1,18 +1,13 @@
 """What the comparison report shows, gathered from the database (the views stay thin).
 
-Header facts, verdict rows, per-metric figures (figures.py builds them), the reproducer
-command, and the raw-data exports (CSV and JSON, streamed: a comparison can hold
-2 x 96 runs x 10,000 samples).
+Header facts, verdict rows, the figure sections (figures.py draws them, from each
+benchmark's spec: nothing here knows a benchmark by name) and the page's assembly. The
+reproducer command is in reproducer.py, the CSV and JSON downloads in exports.py.
 """
 
-import csv
 import gzip
-import json
-import math
-import shlex
-from collections import Counter, defaultdict
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -20,28 +15,25 @@ from typing import Any
 import plotly
 import plotly.io as pio
 import plotly.offline
-from django.conf import settings
 from django.db.models import Count, QuerySet
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
-from benchmarks.registry import BENCHMARKS
+from benchmarks import registry
 from benchmarks.spec import BenchmarkSpec, Kind
 from webapp.analysis.engine import SEVERITY
 from webapp.analysis.models import MetricVerdict
 from webapp.analysis.services import counted_runs
 from webapp.comparisons.models import Comparison, ComparisonState, Measurement, Run, Target
 from webapp.reports import figures
+from webapp.reports.reproducer import public_url
+from webapp.reports.reproducer import reproducer as reproducer  # re-exported for old callers
 from webapp.states import Result, State
 from webapp.trees.models import Build, Revision
 
 PLOTLY_VERSION: str = plotly.__version__
 STATISTIC_ORDER = ("value", "p50", "mean", "p90", "p99", "max")
-SAMPLE_COLUMNS = ("comparison_id", "benchmark", "metric", "unit", "side", "run_index",
-                  "run_order", "run_result", "sample_index", "value")  # fmt: skip
 BUILD_LOG_TAIL_LINES = 60
-# Measurements fetched per round trip while streaming an export (each up to 10,000 samples).
-_EXPORT_CHUNK = 64
 
 
 # --- header -----------------------------------------------------------------------------
@@ -294,7 +286,8 @@ def _verdict_key(v: MetricVerdict) -> tuple[int, bool, str, str, int]:
 
 
 def _spec(benchmark: str) -> BenchmarkSpec | None:
-    b = BENCHMARKS.get(benchmark)
+    # Through the registry module at each call: a benchmark registered later is found too.
+    b = registry.BENCHMARKS.get(benchmark)
     return b.spec if b else None
 
 
@@ -332,7 +325,7 @@ class MetricFigures:
 class BenchmarkFigures:
     benchmark: str
     description: str
-    overview: list[SafeString]  # figures over several metrics (bpf-slab's delay sweep)
+    overview: list[SafeString]  # the figures the spec declares over several metrics
     metrics: list[MetricFigures]
 
 
@@ -344,8 +337,8 @@ class _MetricData:
 
 def figure_sections(c: Comparison) -> list[BenchmarkFigures]:
     """Figures of the counted runs (finished ok; failed runs are never data), per benchmark:
-    per metric its pooled ECDF and per-run strip plot, plus a log histogram for latencies
-    and the delay sweep for bpf-slab."""
+    per metric its pooled ECDF and per-run strip plot, plus a log histogram for latencies,
+    and first the figures the benchmark's spec declares over several metrics."""
     data: dict[tuple[str, str], _MetricData] = {}
     rows = (
         Measurement.objects.filter(run__in=counted_runs(c))
@@ -364,7 +357,7 @@ def figure_sections(c: Comparison) -> list[BenchmarkFigures]:
             BenchmarkFigures(
                 benchmark=bench,
                 description=spec.description if spec else "",
-                overview=_overview(bench, {m: data[bench, m] for m in present}),
+                overview=_overview(spec, {m: data[bench, m] for m in present}),
                 metrics=[_metric_figures(bench, m, data[bench, m], spec)
                          for m in _metric_order(present, spec)],
             )
@@ -401,14 +394,23 @@ def _metric_figures(
     return MetricFigures(bench, metric, d.unit, primary, [_html(f) for f in figs])
 
 
-def _overview(bench: str, metrics: dict[str, _MetricData]) -> list[SafeString]:
-    if bench != "bpf-slab" or not metrics:
+def _overview(spec: BenchmarkSpec | None, metrics: dict[str, _MetricData]) -> list[SafeString]:
+    """The spec's declared figures, each drawn when any of its metrics has data."""
+    if spec is None:
         return []
-    per_run: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    per_run: dict[str, dict[str, list[float]]] = {}  # side -> metric -> one value per run
     for metric, d in metrics.items():
         for r in d.runs:
-            per_run[r.side][metric].append(figures.run_value(r.samples))
-    return [_html(figures.slab_sweep_figure(per_run))]
+            values = per_run.setdefault(r.side, {}).setdefault(metric, [])
+            values.append(figures.run_value(r.samples))
+    out = []
+    for f in spec.figures:
+        names = f.metrics()
+        if any(n in metrics for n in names):
+            # spec_errors holds every metric of a figure to one unit, the spec's.
+            unit = spec.metric(names[0]).unit
+            out.append(_html(figures.sweep_figure(f, per_run, unit=unit)))
+    return out
 
 
 # Selection and hover-mode tools mean nothing on these charts; fewer buttons leave the title clear.
@@ -440,133 +442,11 @@ def runs_table(c: Comparison) -> list[Run]:
     return list(c.runs.defer("console_log").order_by("order"))
 
 
-# --- reproducer -----------------------------------------------------------------------
-
-
-def public_url() -> str:
-    return str(getattr(settings, "RCUBENCH_PUBLIC_URL", "http://127.0.0.1:8000")).rstrip("/")
+# --- links ----------------------------------------------------------------------------
 
 
 def report_url(c: Comparison) -> str:
     return public_url() + reverse("reports:comparison", args=[c.pk])
-
-
-def reproducer(c: Comparison) -> str:
-    """The shell commands that rerun the comparison with `./manage.py compare`."""
-    a, b, target = c.revision_a, c.revision_b, c.target
-    lines = []
-    args = ["./manage.py", "compare", "--tree", a.tree.name, "--base", a.ref]
-    if b.series_id is not None:
-        mbox = f"series-{b.series_id}.mbox"
-        url = public_url() + reverse("reports:series-mbox", args=[b.series_id])
-        lines.append(shlex.join(["curl", "-o", mbox, url]))
-        args += ["--series", mbox]
-        if b.patch_fallback:
-            args.append("--allow-fuzz")
-    else:
-        args += ["--head", b.ref]
-    for bench in c.benchmarks:
-        args += ["--bench", bench]
-    args += ["--arch", target.arch, "--target", target.name,
-             "--runs", str(c.min_runs), "--max-runs", str(c.max_runs)]  # fmt: skip
-    if c.cmdline_a:
-        args += ["--cmdline-a", c.cmdline_a]
-    if c.cmdline_b:
-        args += ["--cmdline-b", c.cmdline_b]
-    # Always explicit: a change of the command's defaults must not change the rerun.
-    args += ["--threshold", repr(float(c.threshold_pct)), "--alpha", repr(float(c.alpha))]
-    # What the command cannot express is said, not silently dropped.
-    if a.series_id is not None:  # it applies a series to side B only
-        lines.append(f"# note: side A had series {a.series_id} applied, which this cannot redo")
-    if b.series_id is not None and b.ref != a.ref:  # it applies the series on the base ref
-        lines.append(f"# note: side B applied the series on {b.ref}, this applies it on {a.ref}")
-    lines.append(shlex.join(args))
-    return "\n".join(lines)
-
-
-# --- exports --------------------------------------------------------------------------
-
-
-def _sample_rows(c: Comparison) -> Iterator[list[tuple[object, ...]]]:
-    """Rows of SAMPLE_COLUMNS for every run's measurements (counted or not: run_result says
-    which are data), one list per measurement, in run order."""
-    rows = (
-        Measurement.objects.filter(run__comparison=c)
-        .order_by("run__order", "benchmark", "metric")
-        .values_list("benchmark", "metric", "unit", "run__side", "run__index", "run__order",
-                     "run__result", "samples")
-    )  # fmt: skip
-    for bench, metric, unit, side, index, order, result, samples in rows.iterator(
-        chunk_size=_EXPORT_CHUNK
-    ):
-        yield [
-            (c.pk, bench, metric, unit, side, index, order, result, i, v)
-            for i, v in enumerate(samples)
-        ]
-
-
-class _Line:
-    """A file-like sink for csv.writer that hands back what was written."""
-
-    def write(self, text: str) -> str:
-        return text
-
-
-def csv_chunks(c: Comparison) -> Iterator[str]:
-    """The raw samples as CSV (header first), one chunk per measurement."""
-    writer = csv.writer(_Line(), lineterminator="\n")
-    yield writer.writerow(SAMPLE_COLUMNS)
-    for rows in _sample_rows(c):
-        yield "".join(writer.writerow(row) for row in rows)
-
-
-def verdict_dicts(c: Comparison) -> list[dict[str, object]]:
-    keys = ("benchmark", "metric", "statistic", "is_primary", "look", "n_a", "n_b", "median_a",
-            "median_b", "shift_pct", "ci_low_pct", "ci_high_pct", "p_value", "p_adjusted",
-            "p_mannwhitney", "p_median", "prob_b_gt_a", "cliffs_delta", "verdict",
-            "warnings", "details")  # fmt: skip
-    return [{**{k: getattr(r.verdict, k) for k in keys}, "unit": r.unit} for r in verdict_rows(c)]
-
-
-def json_chunks(c: Comparison) -> Iterator[str]:
-    """The comparison as one JSON object: header, verdicts, reproducer, and the raw samples
-    as {"columns": [...], "rows": [[...], ...]} (compact: millions of rows), streamed."""
-    head = {
-        "comparison": asdict(header(c)),
-        "report_url": report_url(c),
-        "verdicts": verdict_dicts(c),
-        "reproducer": reproducer(c),
-    }
-    opening = json.dumps(_finite(head), default=_json_default, allow_nan=False)
-    yield opening[:-1] + ', "samples": {"columns": ' + json.dumps(SAMPLE_COLUMNS) + ', "rows": ['
-    first = True
-    for rows in _sample_rows(c):
-        if not rows:
-            continue
-        try:
-            body = ",".join(json.dumps(row, allow_nan=False) for row in rows)
-        except ValueError:  # NaN or infinity: not JSON, written as null
-            body = ",".join(json.dumps(_finite(row), allow_nan=False) for row in rows)
-        yield body if first else "," + body
-        first = False
-    yield "]}}"
-
-
-def _finite(o: Any) -> Any:
-    """`o` with every NaN or infinite float replaced by None (JSON has neither)."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {k: _finite(v) for k, v in o.items()}
-    if isinstance(o, list | tuple):
-        return [_finite(v) for v in o]
-    return o
-
-
-def _json_default(o: object) -> object:
-    if isinstance(o, datetime):
-        return o.isoformat()
-    raise TypeError(f"{type(o).__name__} is not JSON serializable")
 
 
 # --- pages ----------------------------------------------------------------------------

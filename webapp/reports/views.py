@@ -1,4 +1,4 @@
-"""Report pages and downloads: thin, the data comes from services."""
+"""Report pages and downloads: thin, the data comes from services and exports."""
 
 from django.core.paginator import Paginator
 from django.http import (
@@ -12,7 +12,7 @@ from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.views.decorators.http import require_GET
 
 from webapp.comparisons.models import Comparison, Run
-from webapp.reports import services
+from webapp.reports import exports, services
 from webapp.trees.models import PatchSeries
 
 LIST_PAGE_SIZE = 50
@@ -33,7 +33,7 @@ def comparison(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def comparison_csv(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     c = get_object_or_404(Comparison, pk=pk)
-    response = StreamingHttpResponse(services.csv_chunks(c), content_type="text/csv")
+    response = StreamingHttpResponse(exports.csv_chunks(c), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="comparison-{c.pk}.csv"'
     return response
 
@@ -41,7 +41,7 @@ def comparison_csv(request: HttpRequest, pk: int) -> StreamingHttpResponse:
 @require_GET
 def comparison_json(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     c = get_object_or_404(services.report_queryset(), pk=pk)
-    return StreamingHttpResponse(services.json_chunks(c), content_type="application/json")
+    return StreamingHttpResponse(exports.json_chunks(c), content_type="application/json")
 
 
 @require_GET

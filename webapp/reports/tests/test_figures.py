@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 
+from benchmarks.registry import BENCHMARKS
+from benchmarks.spec import FigureLine, FigureSpec
 from webapp.reports import figures
 from webapp.reports.figures import RunValues
 
@@ -108,17 +110,29 @@ def test_log_histogram_of_equal_samples_has_one_bin_around_them():
     assert list(a.y) == [1.0, 1.0]
 
 
-def test_slab_sweep_draws_median_and_iqr_against_the_delay():
-    delays = (0, 1, 2, 5, 10)
+SWEEP = FigureSpec(
+    title="slab against the delay",
+    x=(0, 1, 2, 5, 10),
+    x_label="delay (ms)",
+    y_label="slab (kB)",
+    lines=(FigureLine("peak", "slab_kb_peak_d{x}"),
+           FigureLine("mean", "slab_kb_mean_d{x}", dash="dash")),
+    x_name="delay",
+    x_unit="ms",
+)  # fmt: skip
+
+
+def test_sweep_draws_median_and_iqr_against_x():
     per_run = {
-        "A": {f"slab_kb_peak_d{d}": [100.0 + d, 200.0 + d, 300.0 + d, 400.0 + d] for d in delays}
+        "A": {f"slab_kb_peak_d{d}": [100.0 + d, 200.0 + d, 300.0 + d, 400.0 + d] for d in SWEEP.x}
         | {"slab_kb_mean_d0": [10.0, 20.0, 30.0]},
         "B": {"slab_kb_peak_d0": [500.0], "slab_kb_peak_d5": [600.0]},  # delays 1, 2, 10 missing
     }
-    fig = figures.slab_sweep_figure(per_run, delays)
+    fig = figures.sweep_figure(SWEEP, per_run, unit="kB")
     peak_a = _trace(fig, "A peak (median")
     assert list(peak_a.x) == [0, 1, 2, 5, 10]
     assert list(peak_a.y) == [250.0, 251.0, 252.0, 255.0, 260.0]
+    assert peak_a.line.dash == "solid"
     band = _trace(fig, "A peak IQR")
     assert list(band.x) == [0, 1, 2, 5, 10, 10, 5, 2, 1, 0]
     assert list(band.y) == [325.0, 326.0, 327.0, 330.0, 335.0, 185.0, 180.0, 177.0, 176.0, 175.0]
@@ -130,15 +144,32 @@ def test_slab_sweep_draws_median_and_iqr_against_the_delay():
     assert (list(peak_b.x), list(peak_b.y)) == ([0, 5], [500.0, 600.0])
     assert not [t for t in fig.data if t.name.startswith("B mean")]
     assert list(fig.layout.xaxis.tickvals) == [0, 1, 2, 5, 10]
-    assert "delay" in fig.layout.xaxis.title.text
+    assert fig.layout.title.text == "slab against the delay"
+    assert fig.layout.xaxis.title.text == "delay (ms)"
+    assert fig.layout.yaxis.title.text == "slab (kB)"
+    assert peak_a.hovertemplate.startswith("delay %{x} ms: median %{y:.6g} kB<br>IQR")
+
+
+def test_sweep_hover_without_units():
+    bare = FigureSpec("t", (1, 2), "n", "y", (FigureLine("v", "v{x}"),))
+    line = _trace(figures.sweep_figure(bare, {"A": {"v1": [1.0]}}), "A v (median")
+    assert line.hovertemplate.startswith("x %{x}: median %{y:.6g}<br>")
+
+
+def test_bpf_slab_declares_the_sweep_the_report_always_drew():
+    (sweep,) = BENCHMARKS["bpf-slab"].spec.figures
+    fig = figures.sweep_figure(sweep, {"A": {f"slab_kb_{s}_d{d}": [1.0] for d in sweep.x
+                                             for s in ("peak", "mean")}}, unit="kB")  # fmt: skip
+    assert fig.layout.title.text == "bpf-slab: sock_inode_cache slab against the map-update delay"
+    assert fig.layout.xaxis.title.text == "delay between map-in-map updates (ms)"
     assert fig.layout.yaxis.title.text == "sock_inode_cache slab (kB)"
-
-
-def test_slab_sweep_defaults_to_the_benchmarks_delays():
-    from benchmarks.bpf_slab.spec import DELAYS_MS
-
-    fig = figures.slab_sweep_figure({"A": {f"slab_kb_peak_d{d}": [1.0] for d in DELAYS_MS}})
-    assert list(_trace(fig, "A peak (median").x) == list(DELAYS_MS)
+    assert list(fig.layout.xaxis.tickvals) == [0, 1, 2, 5, 10]
+    peak, mean = _trace(fig, "A peak (median"), _trace(fig, "A mean (median")
+    assert (peak.line.dash, mean.line.dash) == ("solid", "dash")
+    assert list(peak.x) == list(mean.x) == [0, 1, 2, 5, 10]
+    assert peak.hovertemplate == ("delay %{x} ms: median %{y:.6g} kB<br>IQR "
+                                  "[%{customdata[0]:.6g}, %{customdata[1]:.6g}]"
+                                  "<extra>A peak</extra>")  # fmt: skip
 
 
 def test_figures_module_does_not_import_django():
