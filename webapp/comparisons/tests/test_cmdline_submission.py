@@ -1,9 +1,17 @@
-"""Kernel command-line extras through the one submission service: off the allow-list or
-overriding a benchmark's own parameter is refused naming the parameter, storing nothing."""
+"""The one submission service: kernel command-line extras off the allow-list or overriding
+a benchmark's own parameter are refused naming the parameter, every refusal names its field
+(and the CLI its option), and nothing is stored."""
+
+import dataclasses
+import io
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
+from webapp.comparisons.management.commands.compare import _Lines
 from webapp.comparisons.models import Comparison
+from webapp.comparisons.progress import Progress
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
 from webapp.factories import TreeFactory
 from webapp.trees.models import Revision
@@ -51,3 +59,51 @@ def test_rcu_tunables_are_accepted_and_stored_as_given():
     extra = "rcutree.jiffies_till_first_fqs=3 rcu_nocbs=1 nohz_full=1"
     c = submit_comparison(_request(("sync-rcu-latency", "boot-time"), cmdline_b=extra))
     assert (c.cmdline_a, c.cmdline_b) == ("", extra)
+
+
+# --- errors name the field, and the CLI's option --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"target": "qemu-riscv"}, "target", "no target named 'qemu-riscv'"),
+        ({"arch": "ppc64le"}, "arch", "target qemu-x86_64 is x86_64, not ppc64le"),
+        ({"tree": "nope"}, "tree", "no tree named 'nope'; trees: "),
+        ({"min_runs": 4}, "min_runs", "at least 24 runs per side are needed, got 4"),
+        ({"seed": -1}, "seed", r"the seed must be in \[0, 2\*\*62\), got -1"),
+        ({"series_mbox": b"not a patch\n"}, "series", "bad patch series"),
+    ],
+)
+def test_a_refusal_names_the_request_field_for_a_form_or_an_api(change, field, message):
+    with pytest.raises(SubmissionError, match=message) as refused:
+        submit_comparison(dataclasses.replace(_request(), **change))
+    assert refused.value.field == field
+    assert refused.value.as_dict() == {field: [refused.value.message]}
+    assert not Comparison.objects.exists()
+
+
+def test_the_cli_names_the_option_a_refusal_is_about():
+    TreeFactory.create(name="rcu")
+    with pytest.raises(CommandError, match=r"^--runs: at least 24 runs per side are needed, got 4"):
+        call_command("compare", "--no-wait", "--tree", "rcu", "--base", "v6.12", "--runs", "4")
+    with pytest.raises(CommandError, match=r"^--arch: target qemu-x86_64 is x86_64, not ppc64le$"):
+        call_command("compare", "--no-wait", "--tree", "rcu", "--base", "v6.12",
+                     "--target", "qemu-x86_64", "--arch", "ppc64le")  # fmt: skip
+
+
+def test_a_given_seed_is_stored():
+    assert submit_comparison(dataclasses.replace(_request(), seed=12345)).seed == 12345
+
+
+def test_off_a_terminal_progress_is_one_line_per_change():
+    out = io.StringIO()
+    show = _Lines(out)
+    building = Progress("building", 0, 4, 0, "A: running")
+    running = Progress("running look 1", 1, 4, 0, "1 running")
+    for p in (building, building, building, running, running):
+        show(p)
+    assert out.getvalue().splitlines() == [
+        "building: 0/4 runs (A: running)",
+        "running look 1: 1/4 runs (1 running)",
+    ]
