@@ -32,3 +32,7 @@ layers:
 
 pytest:
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+.PHONY: golden
+golden:  ## rewrite the parser golden files (benchmarks/*/fixtures/*.expected.json), then review the diff
+	$(PY) -m benchmarks.golden --update

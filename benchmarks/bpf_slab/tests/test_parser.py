@@ -1,11 +1,11 @@
-"""bpf-slab's parser on a real x86_64 console, and on consoles it must refuse."""
+"""bpf-slab's parser on consoles it must refuse, made from a real x86_64 one (what the
+whole console parses to is its golden file, benchmarks/tests/test_golden.py)."""
 
 from pathlib import Path
 
 import pytest
 
 from benchmarks.bpf_slab.parser import parse
-from benchmarks.bpf_slab.spec import DELAYS_MS, SPEC
 from benchmarks.spec import ParseError
 
 CONSOLE = (Path(__file__).parents[1] / "fixtures" / "x86_64-pc-tcg.log").read_text()
@@ -13,14 +13,6 @@ CONSOLE = (Path(__file__).parents[1] / "fixtures" / "x86_64-pc-tcg.log").read_te
 
 def _line(name: str) -> str:
     return next(ln for ln in CONSOLE.splitlines() if f"RCUBENCH-RECORD {name} " in ln)
-
-
-def test_a_real_run_gives_every_metric_of_the_spec():
-    parsed = parse(CONSOLE)
-    assert set(parsed) == {m.name for m in SPEC.metrics}
-    for d in DELAYS_MS:
-        assert parsed[f"slab_kb_peak_d{d}"][0] >= parsed[f"slab_kb_mean_d{d}"][0] > 0
-        assert parsed[f"update_rate_d{d}"][0] > 0
 
 
 def test_other_delay_steps_than_the_spec_asks_for_are_an_error():
@@ -40,8 +32,3 @@ def test_a_step_with_no_map_updates_is_an_error():
 def test_a_console_cut_mid_records_is_an_error():
     with pytest.raises(ParseError, match="no RCUBENCH-END line for bpf-slab"):
         parse(CONSOLE[: CONSOLE.index("RCUBENCH-RECORD update_rate")])
-
-
-def test_a_real_ppc64le_run_parses_whole():
-    ppc = (Path(__file__).parents[1] / "fixtures" / "ppc64le-pseries-tcg.log").read_text()
-    assert set(parse(ppc)) == {m.name for m in SPEC.metrics}

@@ -1,4 +1,5 @@
-"""smt-toggle's parser on real x86_64 and ppc64le consoles, and on them cut or garbled."""
+"""smt-toggle's parser on real consoles cut or garbled, and on one it must refuse (what
+each whole console parses to is its golden file, benchmarks/tests/test_golden.py)."""
 
 from pathlib import Path
 
@@ -8,12 +9,6 @@ from benchmarks.smt_toggle.parser import parse
 from benchmarks.spec import ParseError
 
 CONSOLE = (Path(__file__).parents[1] / "fixtures" / "x86_64-pc-tcg.log").read_text()
-
-
-def test_every_toggle_of_a_real_boot_is_kept():
-    parsed = parse(CONSOLE)
-    assert len(parsed["off_ms"]) == len(parsed["on_ms"]) == 10
-    assert all(0 < v < 10_000 for v in parsed["off_ms"] + parsed["on_ms"])
 
 
 def test_a_console_cut_before_the_end_line_is_an_error():
@@ -31,13 +26,6 @@ def test_a_garbled_value_is_an_error():
     line = next(ln for ln in CONSOLE.splitlines() if "RCUBENCH-RECORD off_ms" in ln)
     with pytest.raises(ParseError, match="not a number"):
         parse(CONSOLE.replace(line, line.replace(".", "x", 1)))
-
-
-def test_ppc64le_smt8_toggles_between_8_and_1():
-    ppc = (Path(__file__).parents[1] / "fixtures" / "ppc64le-pseries-tcg.log").read_text()
-    parsed = parse(ppc)
-    assert len(parsed["off_ms"]) == len(parsed["on_ms"]) == 10
-    assert parsed["off_ms"][0] == 690.794  # the console's first SMT 8 -> 1 write
 
 
 def test_a_guest_without_smt_is_an_error_with_the_guests_reason():
