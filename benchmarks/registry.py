@@ -14,6 +14,8 @@ from benchmarks.spec import BenchmarkSpec, Kind, Parsed, ParseError, RunContext
 from benchmarks.sync_rcu_latency import parser as sync_rcu_parser
 from benchmarks.sync_rcu_latency.spec import EXPEDITED as SYNC_RCU_EXP
 from benchmarks.sync_rcu_latency.spec import SPEC as SYNC_RCU
+from benchmarks.sync_rcu_latency_exp_load import parser as sync_rcu_exp_load_parser
+from benchmarks.sync_rcu_latency_exp_load.spec import SPEC as SYNC_RCU_EXP_LOAD
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         Benchmark(SMT_TOGGLE, smt_toggle_parser.parse),
         Benchmark(BOOT_TIME, boot_time_parser.parse),
         Benchmark(BPF_SLAB, bpf_slab_parser.parse),
+        Benchmark(SYNC_RCU_EXP_LOAD, sync_rcu_exp_load_parser.parse),
     )
 }
 

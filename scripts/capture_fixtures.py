@@ -38,9 +38,16 @@ def main() -> int:
                     **TOPOLOGY[arch],  # type: ignore[arg-type]
                 )  # fmt: skip
                 out = run_vm(URI, spec, boot_timeout=300, run_timeout=300)
-            folder = ROOT / "benchmarks" / name.replace("-exp", "").replace("-", "_") / "fixtures"
+            # The folder of the package whose parser the benchmark uses (a variant such as
+            # sync-rcu-latency-exp shares its base's), the variant named in the file.
+            package = bench.parse.__module__.split(".")[1]
+            suffix = name.removeprefix(package.replace("_", "-"))
             dest = (
-                folder / f"{arch}-{spec.machine}-tcg{'-exp' if name.endswith('-exp') else ''}.log"
+                ROOT
+                / "benchmarks"
+                / package
+                / "fixtures"
+                / f"{arch}-{spec.machine}-tcg{suffix}.log"
             )
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(out.console)

@@ -18,7 +18,7 @@ from benchmarks.spec import Parsed, ParseError, RunContext
 _TS = r"^(?:\[\s*\d+\.\d+\]\s*)?"
 _START = re.compile(_TS + r"rcu-scale:--- Start of test: (?P<params>.*)$", re.M)
 _WRITER_GPS = re.compile(_TS + r"rcu-scale: writer (?P<w>\d+) gps: (?P<gps>\d+)\s*$", re.M)
-_SUMMARY = re.compile(
+SUMMARY = re.compile(
     _TS + r"rcu-scale: start: (?P<start>\d+) end: (?P<end>\d+) duration: (?P<dur>\d+) "
     r"gps: (?P<gps>\d+) batches: (?P<batches>\d+)\s*$",
     re.M,
@@ -31,7 +31,7 @@ _COMPLAINT = re.compile(_TS + r"rcu-scale:!!! (?P<what>.*)$", re.M)
 # most one writer per CPU (CONFIG_NR_CPUS is at most 8192).
 MAX_MEAS = 10000
 MAX_WRITERS = 8192
-_NS_MAX = 2**64 - 1  # times and counts are u64 at most
+NS_MAX = 2**64 - 1  # times and counts are u64 at most
 
 
 def params(console: str) -> dict[str, str]:
@@ -47,27 +47,27 @@ def parse(console: str, ctx: RunContext | None = None) -> Parsed:
     settings = params(console)
     if complaint := _COMPLAINT.search(console):
         raise ParseError(f"rcuscale reports: {complaint.group('what').strip()[:200]}")
-    summary = _SUMMARY.search(console)
+    summary = SUMMARY.search(console)
     if not summary:
         raise ParseError("no rcuscale summary line ('start: ... batches:'): output truncated")
-    expected = _count(settings.get("nwriters", "-1"), "nwriters", MAX_WRITERS, signed=True)
+    expected = count(settings.get("nwriters", "-1"), "nwriters", MAX_WRITERS, signed=True)
     writers: dict[int, int] = {}
     for m in _WRITER_GPS.finditer(console):
-        w = _count(m.group("w"), "writer", MAX_WRITERS - 1)
-        writers[w] = _count(m.group("gps"), f"writer {w} gps", MAX_MEAS)
+        w = count(m.group("w"), "writer", MAX_WRITERS - 1)
+        writers[w] = count(m.group("gps"), f"writer {w} gps", MAX_MEAS)
     if not writers or (expected > 0 and sorted(writers) != list(range(expected))):
         raise ParseError(
             f"rcuscale reported writers {sorted(writers)[:10]}, expected {expected} (nwriters)"
         )
     samples: dict[int, dict[int, int]] = {w: {} for w in writers}
     for m in _DURATION.finditer(console):
-        w = _count(m.group("w"), "writer", MAX_WRITERS - 1)
-        i = _count(m.group("i"), f"writer {w} duration index", MAX_MEAS - 1)
+        w = count(m.group("w"), "writer", MAX_WRITERS - 1)
+        i = count(m.group("i"), f"writer {w} duration index", MAX_MEAS - 1)
         if w not in samples:
             raise ParseError(f"writer-duration line for unknown writer {w}")
         if i in samples[w]:
             raise ParseError(f"writer {w} duration {i} appears twice: garbled console")
-        samples[w][i] = _count(m.group("ns"), f"writer {w} duration {i} (ns)", _NS_MAX)
+        samples[w][i] = count(m.group("ns"), f"writer {w} duration {i} (ns)", NS_MAX)
     durations: list[float] = []
     for w, gps in sorted(writers.items()):
         got = samples[w]
@@ -78,8 +78,8 @@ def parse(console: str, ctx: RunContext | None = None) -> Parsed:
                 f" ({missing} missing: console truncated or garbled)"
             )
         durations += [got[i] / 1e6 for i in range(gps)]
-    duration = _count(summary.group("dur"), "test duration (ns)", _NS_MAX)
-    summary_counts = {k: _count(summary.group(k), k, _NS_MAX) for k in ("gps", "batches")}
+    duration = count(summary.group("dur"), "test duration (ns)", NS_MAX)
+    summary_counts = {k: count(summary.group(k), k, NS_MAX) for k in ("gps", "batches")}
     return {
         "writer_duration": tuple(durations),
         "test_duration": (duration / 1e6,),
@@ -88,7 +88,7 @@ def parse(console: str, ctx: RunContext | None = None) -> Parsed:
     }
 
 
-def _count(text: str, what: str, limit: int, *, signed: bool = False) -> int:
+def count(text: str, what: str, limit: int, *, signed: bool = False) -> int:
     """`text` as an integer in [0, limit] (or -1 when `signed`: rcuscale's "one per CPU"),
     else ParseError naming `what`. Too many digits are refused before int() reads them."""
     low = -1 if signed else 0

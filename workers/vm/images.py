@@ -2,7 +2,8 @@
 
 Reproducible: files are packed in sorted order with fixed mtimes and owners (cpio
 --reproducible, gzip -n), so the same inputs give the same bytes, and the image is cached
-under the hash of its inputs (init, busybox, each program's source, compiler, arch).
+under the hash of its inputs (init, busybox, the shared guest headers, each program's
+source, compiler, arch).
 """
 
 import hashlib
@@ -19,6 +20,8 @@ from workers.build.store import flocked
 ROOT = Path(__file__).resolve().parents[2]
 INIT = ROOT / "vm-images" / "init"
 BENCHMARKS = ROOT / "benchmarks"
+# Headers every guest program may include (benchmarks/include/*.h).
+GUEST_INCLUDE = BENCHMARKS / "include"
 DEFAULT_BUSYBOX = {"x86_64": Path("/bin/busybox")}
 
 
@@ -48,7 +51,8 @@ def busybox_for(arch: str, data_dir: Path) -> Path:
 def image_key(arch: str, busybox: Path, programs: list[GuestProgram]) -> str:
     h = hashlib.sha256()
     h.update(f"{arch}\n{profile(arch).toolchain()}\n".encode())
-    for path in (INIT, busybox, *(p.source for p in programs)):
+    headers = sorted(GUEST_INCLUDE.glob("*.h"))
+    for path in (INIT, busybox, *headers, *(p.source for p in programs)):
         h.update(hashlib.sha256(path.read_bytes()).digest())
     h.update("\n".join(p.name for p in programs).encode())
     return h.hexdigest()
@@ -88,7 +92,8 @@ def _compile(arch: str, prog: GuestProgram, dest: Path) -> None:
         return
     cc = profile(arch).cc
     result = subprocess.run(
-        [cc, "-static", "-O2", "-Wall", "-Werror", "-pthread", "-o", str(dest), str(prog.source)],
+        [cc, "-static", "-O2", "-Wall", "-Werror", "-pthread", "-I", str(GUEST_INCLUDE),
+         "-o", str(dest), str(prog.source)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if result.returncode != 0:

@@ -33,25 +33,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rcubench-guest.h"
+
 #define MAX_STEPS 16
 #define MAX_THREADS 64
 #define OUTER_ENTRIES 16
 
-static char cmdline[4096];
 static int outer_fd, map_type_hash = 1;
 static atomic_int delay_ms, stop;
 static atomic_long updates, sockets_made;
 static atomic_int failed_errno;
-
-static long param(const char *name, long dflt)
-{
-	char key[64];
-	char *p;
-
-	snprintf(key, sizeof(key), "rcubench.%s=", name);
-	p = strstr(cmdline, key);
-	return p ? strtol(p + strlen(key), NULL, 10) : dflt;
-}
 
 static int bpf(int cmd, union bpf_attr *attr)
 {
@@ -186,19 +177,15 @@ int main(void)
 	int nsteps = 0, nthreads = 0, i, step, template_fd;
 	long socks, maps, step_ms, sample_ms;
 	char *p, *list;
-	FILE *f = fopen("/proc/cmdline", "r");
 
-	if (!f || !fgets(cmdline, sizeof(cmdline), f)) {
-		fprintf(stderr, "cannot read /proc/cmdline\n");
+	if (rcubench_read_cmdline() != 0)
 		return 2;
-	}
-	fclose(f);
-	socks = param("sock_threads", 15);
-	maps = param("map_threads", 1);
-	step_ms = param("step_ms", 3000);
-	sample_ms = param("sample_ms", 100);
-	map_type_hash = !strstr(cmdline, "rcubench.map_type=array");
-	p = strstr(cmdline, "rcubench.delays=");
+	socks = rcubench_param("sock_threads", 15);
+	maps = rcubench_param("map_threads", 1);
+	step_ms = rcubench_param("step_ms", 3000);
+	sample_ms = rcubench_param("sample_ms", 100);
+	map_type_hash = !strstr(rcubench_cmdline, "rcubench.map_type=array");
+	p = strstr(rcubench_cmdline, "rcubench.delays=");
 	list = strdup(p ? p + strlen("rcubench.delays=") : "0,1,2,5,10");
 	list[strcspn(list, " \n")] = '\0';
 	for (p = strtok(list, ","); p && nsteps < MAX_STEPS; p = strtok(NULL, ","))

@@ -45,3 +45,17 @@ def test_the_run_service_command_line_gives_the_guest_the_benchmarks_own(tmp_pat
     own = get("smt-toggle").spec.cmdline
     line = "console=ttyS0 panic=-1 " + compose(own, "rcubench.bench=x rcubench.cycles=1")
     assert (_arg(tmp_path, line, "bench"), _arg(tmp_path, line, "cycles")) == ("smt-toggle", "10")
+
+
+def test_the_image_key_covers_the_shared_guest_headers(tmp_path, monkeypatch):
+    """A change of benchmarks/include/*.h rebuilds the initramfs, as a program's does."""
+    from workers.vm import images
+
+    include = tmp_path / "include"
+    include.mkdir()
+    (include / "rcubench-guest.h").write_text("/* one */\n")
+    monkeypatch.setattr(images, "GUEST_INCLUDE", include)
+    busybox = Path("/bin/busybox")
+    before = images.image_key("x86_64", busybox, images.guest_programs())
+    (include / "rcubench-guest.h").write_text("/* two */\n")
+    assert images.image_key("x86_64", busybox, images.guest_programs()) != before
