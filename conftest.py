@@ -50,16 +50,21 @@ class WorkerProcesses:
         self.env, self.log_dir = env, log_dir
         self.procs: list[subprocess.Popen] = []
 
-    def start_worker(self, **extra_env: str) -> subprocess.Popen:
+    def start_worker(self, pool: str = "solo", **extra_env: str) -> subprocess.Popen:
+        """A worker as the tests need it (solo pool); pool="prefork" starts it as
+        scripts/service.sh does (prefork, no --loglevel: LOG_LEVEL applies)."""
         log = self.log_dir / f"worker-{len(self.procs)}.log"
         cmd = [
             sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
-            "--pool", "solo", "--without-gossip", "--without-mingle", "--loglevel", "INFO",
+            "--pool", pool, "--concurrency", "1", "--without-gossip", "--without-mingle",
             "--hostname", f"test-{uuid.uuid4().hex[:8]}@%h",
+            *(["--loglevel", "INFO"] if pool == "solo" else []),
         ]  # fmt: skip
         proc = self._spawn(cmd, log, extra_env)
+        # Its log lines go to RCUBENCH_LOG_FILE when that is set, else to its output.
+        ready_in = Path(extra_env.get("RCUBENCH_LOG_FILE") or log)
         deadline = time.monotonic() + 60
-        while "ready." not in log.read_text():
+        while not ready_in.exists() or "ready." not in ready_in.read_text():
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"celery worker did not start:\n{log.read_text()}")
             time.sleep(0.2)

@@ -67,7 +67,7 @@ as_web_user() {
   fi
   install -d -o "$WEB_USER" -g "$WEB_USER" -m 0755 "$RUN/web"
   local log
-  for log in "$LOG/web.log" "$LOG/web-access.log"; do
+  for log in "$LOG/web.log" "$LOG/gunicorn.log" "$LOG/web-access.log"; do
     [ -e "$log" ] || install -m 0640 /dev/null "$log"
     chown "$WEB_USER:$WEB_USER" "$log"
   done
@@ -81,17 +81,19 @@ up() {
     if [ "$(id -u)" -eq 0 ] && alive web && [ "$(uid_of "$(cat "$(pidfile web)")")" = 0 ]; then
       stop web
     fi
-    start web as_web_user "$BIN/gunicorn" webapp.wsgi --bind "$ADDR" --workers 2 --daemon \
-      --pid "$(pidfile web)" --error-logfile "$LOG/web.log" --access-logfile "$LOG/web-access.log" \
-      --capture-output
+    # The app's JSON lines go to web.log (RCUBENCH_LOG_FILE), gunicorn's own to gunicorn.log.
+    RCUBENCH_LOG_FILE=$LOG/web.log start web as_web_user "$BIN/gunicorn" webapp.wsgi \
+      --bind "$ADDR" --workers 2 --daemon --pid "$(pidfile web)" \
+      --error-logfile "$LOG/gunicorn.log" --access-logfile "$LOG/web-access.log"
   fi
   if wants worker; then
     # No -Q: the worker consumes every queue the app declares (control, build, analysis, bench.*).
-    start worker "$BIN/celery" -A workers.celery_app worker --detach --umask 022 \
+    RCUBENCH_LOG_FILE=$LOG/worker.log start worker "$BIN/celery" -A workers.celery_app worker \
+      --detach --umask 022 \
       --concurrency 1 --hostname "local@%h" --pidfile "$(pidfile worker)" --logfile "$LOG/worker.log"
   fi
   if wants beat; then
-    start beat "$BIN/celery" -A workers.celery_app beat --detach \
+    RCUBENCH_LOG_FILE=$LOG/beat.log start beat "$BIN/celery" -A workers.celery_app beat --detach \
       --schedule "$RUN/celerybeat-schedule" --pidfile "$(pidfile beat)" --logfile "$LOG/beat.log"
   fi
   wants web || return 0

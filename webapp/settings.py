@@ -124,15 +124,32 @@ STATIC_URL = "static/"
 STATIC_ROOT = env.str("STATIC_ROOT", default=None)
 WHITENOISE_USE_FINDERS = True
 
-# JSON lines (webapp/logs.py); readable text on a terminal. Celery's worker and beat put
-# the same formatter on their --logfile (workers/celery_app.py).
+# JSON lines (webapp/logs.py): to RCUBENCH_LOG_FILE when set (scripts/service.sh sets one
+# per process: var/log/{web,worker,beat}.log), else to stderr, as readable text on a
+# terminal. The file is set here rather than by Celery's --logfile: Django configures
+# logging again in each prefork pool child, which would drop a handler Celery installed.
 logs.configure()
+RCUBENCH_LOG_FILE = env.str("RCUBENCH_LOG_FILE", default="")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"structured": {"()": "webapp.logs.formatter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "formatters": {
+        "structured": {"()": "webapp.logs.formatter"},
+        "json": {"()": "webapp.logs.formatter", "json": True},
+    },
+    "handlers": {
+        "out": (
+            # Watched: logrotate may move the file; the handler reopens it.
+            {
+                "class": "logging.handlers.WatchedFileHandler",
+                "filename": RCUBENCH_LOG_FILE,
+                "formatter": "json",
+            }
+            if RCUBENCH_LOG_FILE
+            else {"class": "logging.StreamHandler", "formatter": "structured"}
+        ),
+    },
+    "root": {"handlers": ["out"], "level": env.str("LOG_LEVEL", default="INFO")},
 }
 
 # --- Celery (read by workers/celery_app.py with the CELERY_ namespace) ---

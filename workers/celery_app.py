@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import after_setup_logger, after_setup_task_logger
+from celery.signals import setup_logging
 from kombu import Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
@@ -76,11 +76,12 @@ app.conf.beat_schedule = {
 }
 
 
-@after_setup_logger.connect
-@after_setup_task_logger.connect
-def _structured_logs(logger: Any = None, **_: Any) -> None:
-    """Worker and beat logs (their --logfile, or stderr) as JSON lines, like the web app's."""
-    from webapp.logs import formatter
+@setup_logging.connect
+def _logging_is_djangos(**_: Any) -> None:
+    """Worker and beat log as the web app does (LOGGING in webapp/settings.py: JSON lines to
+    RCUBENCH_LOG_FILE, at LOG_LEVEL), from the main process and the pool's children alike
+    (Django configures logging again in each child). A receiver here keeps Celery from
+    installing its own handlers and level (its --logfile and --loglevel are not used)."""
+    from django.utils.log import configure_logging
 
-    for handler in getattr(logger, "handlers", ()):
-        handler.setFormatter(formatter(json=True))
+    configure_logging(settings.LOGGING_CONFIG, settings.LOGGING)
