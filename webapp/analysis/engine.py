@@ -4,8 +4,9 @@ Pure: dataclasses and arrays in, dataclasses out, no Django (services.py stores 
 results). The spec is ../shared/STATS.md; in short, per metric and summary statistic:
   - run-level statistics (one value per run: the value, or per-run p50/mean/p90 of a
     latency's samples): two-sided Brunner-Munzel with a studentized permutation p (the
-    primary test), Mann-Whitney and Mood's median test alongside, Hodges-Lehmann shift
-    (% from logs, or absolute for memory) with its 95% CI, P(B>A) and Cliff's delta;
+    primary test), Mann-Whitney, Mood's median test and the sign test (k of n runs of B
+    above A's median, exact binomial) alongside, Hodges-Lehmann shift (% from logs, or
+    absolute for memory) with its 95% CI, P(B>A) and Cliff's delta;
   - tail statistics of latencies (pooled p99 and max): ratio B/A, p from permuting whole
     runs between sides, CI from a cluster bootstrap;
   - warnings: drift against run order, ties, multimodality, shape (k-sample
@@ -14,8 +15,11 @@ results). The spec is ../shared/STATS.md; in short, per metric and summary stati
   - looks at min_runs, min_runs + step, ... max_runs per side against Lan-DeMets
     O'Brien-Fleming boundaries; a primary metric that is neither decided nor shown
     unchanged at a look before the last asks for the runs up to the next look.
+No result holds NaN or inf (check_reportable refuses one): a statistic the data do not
+define is None, with the reason among the result's warnings.
 """
 
+import dataclasses
 import math
 import zlib
 from collections.abc import Sequence
@@ -42,6 +46,11 @@ P99_MIN_SAMPLES = 1000  # per side, so that >= 10 samples lie beyond the pooled 
 
 class TooFewRuns(ValueError):
     """Fewer runs per side than the design's minimum: no verdict is given."""
+
+
+class UnreportableResult(ValueError):
+    """A result holds NaN or inf, or a p below what its method can resolve: a bug in the
+    engine, refused before it reaches storage or a page."""
 
 
 @dataclass(frozen=True)
@@ -120,13 +129,15 @@ class StatResult:
     n_b: int
     median_a: float  # of the run-level values (tails: the pooled quantile of each side)
     median_b: float
-    shift: float  # % when relative, else B - A in the unit
-    ci_low: float
-    ci_high: float
+    # % when relative, else B - A in the unit. None: undefined (a tail ratio to a pooled
+    # quantile of 0), the reason among the warnings; likewise the CI's ends.
+    shift: float | None
+    ci_low: float | None
+    ci_high: float | None
     relative: bool
-    p_value: float
+    p_value: float  # the primary test's; details["p_method"] says how it was obtained
     p_mannwhitney: float | None
-    p_median: float | None
+    p_median: float | None  # Mood's; None when the test does not exist for the data
     prob_b_gt_a: float | None
     cliffs_delta: float | None
     threshold: float
@@ -179,6 +190,7 @@ def conclude(results: list[StatResult], design: Design, n: int) -> Analysis:
     final = look == len(design.looks)
     for r in results:
         decide(r, alpha, final)
+        check_reportable(r)
     pending = any(r.pending for r in results if r.is_primary)
     need = design.looks[look] - n if pending and not final else 0
     results.sort(key=lambda r: (SEVERITY.index(r.verdict), not r.is_primary, r.benchmark,
@@ -240,6 +252,8 @@ def _run_level(
         relative = False
         warnings.append("values <= 0: shift is absolute (B - A), not %; threshold applies to it")
     bm = stats.brunner_munzel(a, b, n_perm=design.n_perm, rng=rng)
+    mood = stats.mood_median(a, b)
+    sign = stats.sign_test(a, b)
     shift = stats.hodges_lehmann(a, b, relative=relative)
     # The repeated confidence interval of this look (level 1 - the look's nominal alpha):
     # only it may end a comparison early as "no meaningful change", as an unadjusted 95%
@@ -249,21 +263,34 @@ def _run_level(
     spread = _log_sd(a, b) if relative else _sd(a, b)
     details: dict[str, object] = {
         "test": "brunner-munzel",
-        "p_method": bm.method,
-        "statistic_w": bm.statistic,
+        **_p_method(bm.method, design),
+        "statistic_w": bm.statistic if math.isfinite(bm.statistic) else None,
+        "sign_test": {
+            "k": sign.above,
+            "n": sign.n,
+            "below": sign.below,
+            "ties": sign.ties,
+            "median_a": sign.median_a,
+            "p": sign.p_value,
+            "above_is": "worse" if m.lower_is_better else "better",
+        },
         "p_anderson_darling": p_shape,
         "sd_within": spread,
         "smallest_detectable_shift": _mde(spread, len(a), len(b), design),
         "repeated_ci": [repeated.low, repeated.high],
     }
+    if not math.isfinite(bm.statistic):  # JSON has no inf: W is None, and this says which
+        details["statistic_w_undefined"] = (f"W is {bm.statistic:+}: no rank variance within "
+                                            "either side (complete separation)")  # fmt: skip
     warnings += _warnings(m, a, b, bm.p_value, p_shape, design, details)
+    warnings += _undefined_cross_checks(a, b, mood, sign)
     return StatResult(
         benchmark=m.benchmark, metric=m.name, unit=m.unit, statistic=statistic,
         is_primary=primary, look=look, n_a=len(a), n_b=len(b),
         median_a=float(np.median(a)), median_b=float(np.median(b)),
         shift=shift.estimate, ci_low=shift.low, ci_high=shift.high, relative=shift.relative,
         p_value=bm.p_value, p_mannwhitney=stats.mann_whitney_p(a, b),
-        p_median=stats.mood_median_p(a, b), prob_b_gt_a=stats.prob_b_greater(a, b),
+        p_median=mood.p_value, prob_b_gt_a=stats.prob_b_greater(a, b),
         cliffs_delta=stats.cliffs_delta(a, b), threshold=threshold,
         lower_is_better=m.lower_is_better, warnings=warnings, details=details,
     )  # fmt: skip
@@ -276,7 +303,7 @@ def _tail(m: MetricInput, statistic: str, q: float, design: Design, look: int) -
     rng = _rng(design, m.benchmark, m.name, statistic)
     t = stats.tail_test(ra, rb, q=q, n_perm=design.n_perm, n_boot=design.n_boot, rng=rng)
     threshold, _ = _threshold(m, design)
-    warnings = []
+    warnings = list(t.undefined)
     n_a, n_b = sum(r.size for r in ra), sum(r.size for r in rb)
     if q < 1 and min(n_a, n_b) < P99_MIN_SAMPLES:
         warnings.append(f"too few samples for p99: {min(n_a, n_b)} on a side, want "
@@ -289,13 +316,31 @@ def _tail(m: MetricInput, statistic: str, q: float, design: Design, look: int) -
         p_median=None, prob_b_gt_a=None, cliffs_delta=None,
         threshold=threshold if not m.threshold_is_absolute else design.default_threshold_pct,
         lower_is_better=m.lower_is_better, warnings=warnings,
-        details={"test": "whole-run permutation of pooled " + statistic, "samples_a": n_a,
-                 "samples_b": n_b, "ratio": t.ratio},
+        details={"test": "whole-run permutation of pooled " + statistic,
+                 **_p_method(stats.PERMUTATION, design), "samples_a": n_a, "samples_b": n_b,
+                 "ratio": t.ratio},
     )  # fmt: skip
 
 
-def _pct(ratio: float) -> float:
-    return 100 * (ratio - 1)
+def _pct(ratio: float | None) -> float | None:
+    return None if ratio is None else 100 * (ratio - 1)
+
+
+def _p_method(method: str, design: Design) -> dict[str, object]:
+    """How the primary p was obtained, for the report's marker: exact, permutation (with
+    its count B, whose resolution is 1/(B+1)), or the far-tail t approximation."""
+    return {"p_method": method,
+            "p_permutations": None if method == stats.EXACT else design.n_perm}  # fmt: skip
+
+
+def _undefined_cross_checks(
+    a: np.ndarray, b: np.ndarray, mood: stats.MedianTest, sign: stats.SignTest
+) -> list[str]:
+    """Why Mood's test or the sign test has no p: one line for constant data, else each."""
+    if mood.p_value is None and sign.p_value is None and np.ptp(np.r_[a, b]) == 0:
+        return [f"constant data (every run {a[0]:.6g}): Mood's median test and the sign test "
+                "are undefined"]  # fmt: skip
+    return [t.reason for t in (mood, sign) if t.p_value is None]
 
 
 def _log_sd(a: np.ndarray, b: np.ndarray) -> float:
@@ -353,11 +398,18 @@ def adjust(results: list[StatResult]) -> None:
 def decide(r: StatResult, alpha: float, final: bool) -> None:
     """The verdict of one statistic at a look whose boundary is `alpha` (nominal p)."""
     thr = r.threshold
-    worse = r.shift > 0 if r.lower_is_better else r.shift < 0
+    if r.shift is None:
+        # A tail whose ratio to A does not exist (A's pooled quantile 0): the change is
+        # unbounded in %, beyond any threshold, in the direction of the two values.
+        change = r.median_b - r.median_a
+        size = math.inf if change != 0 else 0.0
+    else:
+        change = size = r.shift
+    worse = change > 0 if r.lower_is_better else change < 0
     r.details["alpha_look"] = alpha
     r.pending = False
     if r.p_adjusted <= alpha:
-        if abs(r.shift) >= thr:
+        if abs(size) >= thr:
             r.verdict = REGRESSION if worse else IMPROVEMENT
         else:
             r.verdict = SMALL
@@ -374,6 +426,35 @@ def decide(r: StatResult, alpha: float, final: bool) -> None:
 
 
 def _within(repeated: object, r: StatResult, thr: float) -> bool:
-    """Is the interval inside +-thr? At interim looks the repeated CI, else the 95% CI."""
+    """Is the interval inside +-thr? At interim looks the repeated CI, else the 95% CI.
+    An undefined interval is not inside anything."""
     low, high = repeated if isinstance(repeated, list) else (r.ci_low, r.ci_high)
-    return bool(-thr < low and high < thr)
+    return low is not None and high is not None and bool(-thr < low and high < thr)
+
+
+def non_finite(value: object, path: str = "") -> list[str]:
+    """Where `value` (a number, or dicts, lists and dataclasses of them) holds NaN or inf."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        named = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return [p for k, v in named.items() for p in non_finite(v, f"{path}.{k}".lstrip("."))]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in non_finite(v, f"{path}[{k!r}]")]
+    if isinstance(value, list | tuple):
+        return [p for i, v in enumerate(value) for p in non_finite(v, f"{path}[{i}]")]
+    if isinstance(value, float | np.floating) and not math.isfinite(value):
+        return [f"{path} = {value}"]
+    return []
+
+
+def check_reportable(r: StatResult) -> None:
+    """Refuse a result with NaN or inf anywhere, or whose p is below 1/(B+1) without being
+    exact or marked approximate (STATS.md v2): neither may reach storage or a page."""
+    where = f"{r.benchmark}/{r.metric}[{r.statistic}]"
+    bad = non_finite(r)
+    if bad:
+        raise UnreportableResult(f"{where}: not a finite number: {', '.join(bad)}")
+    method, b = r.details.get("p_method"), r.details.get("p_permutations")
+    if method == stats.PERMUTATION and isinstance(b, int) and r.p_value < 1 / (b + 1) - 1e-15:
+        raise UnreportableResult(f"{where}: permutation p {r.p_value:.3g} is below 1/({b} + 1)")
+    if method not in (stats.EXACT, stats.PERMUTATION, stats.T_APPROXIMATION):
+        raise UnreportableResult(f"{where}: p_method {method!r} does not say how p was obtained")

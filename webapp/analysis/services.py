@@ -83,12 +83,13 @@ def analyse_comparison(comparison_id: int, *, allow_few_runs: bool = False) -> e
 
 
 def _fields(r: engine.StatResult) -> dict[str, object]:
-    if r.relative:
-        shift, low, high = r.shift, r.ci_low, r.ci_high
-    else:  # absolute (memory): stored as % of A's median too, for one sortable column
-        base = r.median_a or 1.0
-        shift, low, high = (100 * v / base for v in (r.shift, r.ci_low, r.ci_high))
-    return {
+    shift, low, high = r.shift, r.ci_low, r.ci_high
+    if not r.relative:  # absolute (memory): stored as % of A's median too, for one sortable
+        # column; none when A's median is 0 (the absolute shift, in details, stands alone)
+        base = r.median_a
+        shift, low, high = (None if v is None or base == 0 else 100 * v / base
+                            for v in (shift, low, high))  # fmt: skip
+    fields: dict[str, object] = {
         "is_primary": r.is_primary, "look": r.look, "n_a": r.n_a, "n_b": r.n_b,
         "median_a": r.median_a, "median_b": r.median_b, "shift_pct": shift,
         "ci_low_pct": low, "ci_high_pct": high, "p_value": r.p_value,
@@ -96,23 +97,29 @@ def _fields(r: engine.StatResult) -> dict[str, object]:
         "p_median": r.p_median, "prob_b_gt_a": r.prob_b_gt_a,
         "cliffs_delta": r.cliffs_delta, "verdict": r.verdict, "warnings": r.warnings,
         "details": {
-            **_jsonable(r.details), "unit": r.unit, "relative": r.relative,
-            "shift": r.shift, "ci": [r.ci_low, r.ci_high], "threshold": r.threshold,
-            "adjustment": r.adjustment, "lower_is_better": r.lower_is_better,
+            **{k: _jsonable(v) for k, v in r.details.items()}, "unit": r.unit,
+            "relative": r.relative, "shift": r.shift, "ci": [r.ci_low, r.ci_high],
+            "threshold": r.threshold, "adjustment": r.adjustment,
+            "lower_is_better": r.lower_is_better,
         },
     }  # fmt: skip
+    bad = engine.non_finite(fields)  # the engine checked its results; this, what is derived
+    if bad:
+        raise engine.UnreportableResult(f"{r.benchmark}/{r.metric}[{r.statistic}]: not a "
+                                        f"finite number: {', '.join(bad)}")  # fmt: skip
+    return fields
 
 
-def _jsonable(d: dict[str, object]) -> dict[str, object]:
-    """JSON has no inf or NaN (a Brunner-Munzel statistic is inf on complete separation):
-    those are kept as the strings "inf", "-inf", "nan"."""
-
-    def one(v: object) -> object:
-        if isinstance(v, float | np.floating):
-            return float(v) if np.isfinite(v) else str(float(v))
-        return v
-
-    return {k: one(v) for k, v in d.items()}
+def _jsonable(value: object) -> object:
+    """NumPy scalars as Python numbers, for the JSON field (NaN and inf never get here:
+    engine.check_reportable refuses them)."""
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
 
 
 def calibrate_build(

@@ -4,6 +4,10 @@ Pure NumPy/SciPy: arrays in, numbers out, no Django. The unit is the run (one bo
 run-level functions take one value per run; the tail functions take each run's raw samples
 and only ever permute or resample whole runs. Permutation p-values are (1 + #{T* >= T}) /
 (1 + B), so they are valid for any B and never 0 or NaN.
+
+Nothing here returns NaN or inf: a statistic that does not exist for the data (a ratio to a
+pooled quantile of 0, Mood's test when nothing lies above the grand median) is None, with a
+sentence saying why, for the report to show.
 """
 
 import functools
@@ -105,11 +109,18 @@ def _bm_statistic(labels: Array, h: Array) -> Array:
     return np.asarray(w, dtype=np.float64)
 
 
+EXACT = "exact"
+PERMUTATION = "permutation"
+T_APPROXIMATION = "t-approximation"
+
+
 @dataclass(frozen=True)
 class PermTest:
-    statistic: float
+    statistic: float  # +-inf on complete separation (no within-side rank variance)
     p_value: float  # two-sided
-    method: str  # "permutation" or, below its resolution, "t-approximation"
+    # EXACT (no relabelling can be less extreme: W = 0, p = 1), PERMUTATION (resolution
+    # 1/(B+1)), or below that resolution T_APPROXIMATION: never below 1/(B+1) otherwise.
+    method: str
 
 
 def _bm_t_pvalue(w: float, labels: Array, h: Array) -> float:
@@ -141,15 +152,15 @@ def brunner_munzel(
     h = _heaviside_matrix(z)
     observed = _observed(xa.size, xb.size)
     w = float(_bm_statistic(observed, h)[0])
-    if w == 0.0:
-        return PermTest(0.0, 1.0, "permutation")
+    if w == 0.0:  # every relabelling has |W*| >= 0: p is 1 whatever the permutations
+        return PermTest(0.0, 1.0, EXACT)
     perm = _bm_statistic(_label_matrix(xa.size, xb.size, n_perm, rng), h)
     p_perm = _perm_p(np.abs(np.r_[w, perm]))
     if p_perm > 1 / (1 + n_perm):  # some relabelling is as extreme: p is resolved
-        return PermTest(w, p_perm, "permutation")
+        return PermTest(w, p_perm, PERMUTATION)
     floor = (2 if xa.size == xb.size else 1) / special.comb(z.size, xa.size)
     p = max(_bm_t_pvalue(w, observed, h), float(floor))
-    return PermTest(w, min(p, 1 / (1 + n_perm)), "t-approximation")
+    return PermTest(w, min(p, 1 / (1 + n_perm)), T_APPROXIMATION)
 
 
 def prob_b_greater(a: ArrayLike, b: ArrayLike) -> float:
@@ -166,18 +177,64 @@ def cliffs_delta(a: ArrayLike, b: ArrayLike) -> float:
 
 def mann_whitney_p(a: ArrayLike, b: ArrayLike) -> float:
     xa, xb = as_values(a, "side A"), as_values(b, "side B")
-    if np.ptp(np.r_[xa, xb]) == 0:
+    if np.ptp(np.r_[xa, xb]) == 0:  # U is n_a n_b / 2 under every relabelling: exactly 1
         return 1.0
     return float(st.mannwhitneyu(xb, xa, alternative="two-sided").pvalue)
 
 
-def mood_median_p(a: ArrayLike, b: ArrayLike) -> float:
-    """Mood's median test: counts above the grand median per side, chi-square (Yates)."""
+@dataclass(frozen=True)
+class MedianTest:
+    p_value: float | None  # None: the test does not exist for these data
+    reason: str = ""  # why p_value is None
+
+
+def mood_median(a: ArrayLike, b: ArrayLike) -> MedianTest:
+    """Mood's median test: counts above the grand median per side, chi-square (Yates).
+
+    When no value lies above the grand median (constant data, or more than half the values
+    tied at the top) the 2 x 2 table has an empty row and the test does not exist; SciPy
+    refuses, and so does this, with the reason.
+    """
     xa, xb = as_values(a, "side A"), as_values(b, "side B")
     try:
-        return float(st.median_test(xa, xb).pvalue)
-    except ValueError:  # nothing above (or below) the grand median: no evidence either way
-        return 1.0
+        return MedianTest(float(st.median_test(xa, xb).pvalue))
+    except ValueError:
+        grand = float(np.median(np.r_[xa, xb]))
+        return MedianTest(None, f"Mood's median test undefined: no run lies above the grand "
+                                f"median ({grand:.6g})")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SignTest:
+    """How many of B's runs lie above A's median, against Binomial(n, 1/2).
+
+    The binomial argument quoted on the kernel lists. It treats A's median as exact, so it
+    is optimistic (STATS.md: the honest null probability of "8 of 10 beyond" is about 0.12,
+    not 0.055); Mood's test is its rigorous form. A cross-check, never the gate.
+    """
+
+    median_a: float
+    above: int  # B's runs above A's median
+    below: int
+    ties: int  # B's runs equal to A's median: left out, as a sign test does
+    p_value: float | None  # exact two-sided binomial p; None when every B run is a tie
+    reason: str = ""
+
+    @property
+    def n(self) -> int:
+        return self.above + self.below
+
+
+def sign_test(a: ArrayLike, b: ArrayLike) -> SignTest:
+    """Exact two-sided sign test of B's runs against A's median (ties left out)."""
+    xa, xb = as_values(a, "side A"), as_values(b, "side B")
+    m = float(np.median(xa))
+    above, below = int((xb > m).sum()), int((xb < m).sum())
+    ties = xb.size - above - below
+    if above + below == 0:
+        return SignTest(m, 0, 0, ties, None,
+                        f"sign test undefined: all {ties} runs of B equal A's median")  # fmt: skip
+    return SignTest(m, above, below, ties, float(st.binomtest(above, above + below).pvalue))
 
 
 # -- effect sizes ------------------------------------------------------------------------
@@ -226,10 +283,20 @@ class TailTest:
     quantile: float  # 0.99, or 1.0 for the maximum
     value_a: float
     value_b: float
-    ratio: float  # value_b / value_a
-    p_value: float  # whole-run label permutation, two-sided on |log ratio|
-    ci_low: float  # cluster bootstrap (runs resampled within each side), percentile
-    ci_high: float
+    ratio: float | None  # value_b / value_a; None when value_a is not positive
+    p_value: float  # whole-run label permutation, two-sided on |log ratio| (see _distance)
+    ci_low: float | None  # cluster bootstrap (runs resampled within each side), percentile;
+    ci_high: float | None  # None where a draw's ratio does not exist
+    undefined: tuple[str, ...] = ()  # why ratio or CI is None, one sentence each
+
+    @property
+    def name(self) -> str:
+        return tail_name(self.quantile)
+
+
+def tail_name(q: float) -> str:
+    """ "p99" for 0.99, "max" for 1."""
+    return "max" if q >= 1.0 else f"p{q * 100:g}"
 
 
 def _grid_quantile(counts: Array, totals: Array, grid: Array, q: float) -> Array:
@@ -296,39 +363,61 @@ def tail_test(
     qa = _grid_quantile(all_labels @ counts, all_labels @ sizes, grid, q)
     rest = 1.0 - all_labels
     qb = _grid_quantile(rest @ counts, rest @ sizes, grid, q)
-    p = _perm_p(np.abs(_safe_log_ratio(qb, qa)))
-    lo, hi = _boot_ratio(ra, rb, q, n_boot, confidence, grid_points, rng)
-    return TailTest(q, va, vb, _ratio(vb, va), p, lo, hi)
+    p = _perm_p(_distance(qb, qa))
+    boot_b = _boot_quantiles(rb, q, n_boot, grid_points, rng)  # B first: seeded runs unchanged
+    boot_a = _boot_quantiles(ra, q, n_boot, grid_points, rng)
+    return _tail_result(q, va, vb, p, boot_a, boot_b, confidence)
 
 
-def _safe_log_ratio(b: Array, a: Array) -> Array:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where((a > 0) & (b > 0), np.log(np.where(b > 0, b, 1) / np.where(a > 0, a, 1)),
-                       b - a)  # fmt: skip
-    return np.asarray(out)
+def _distance(b: Array, a: Array) -> Array:
+    """|log(b / a)| per row, or |b - a| for every row when any quantile is not positive.
+
+    The choice between the two is a symmetric function of all the labellings (observed and
+    permuted alike), so the permutation test stays valid; a mix of logs and differences
+    within one permutation distribution would not be comparable.
+    """
+    if (a > 0).all() and (b > 0).all():
+        return np.asarray(np.abs(np.log(b / a)))
+    return np.asarray(np.abs(b - a))
 
 
-def _ratio(b: float, a: float) -> float:
-    return b / a if a != 0 else (1.0 if b == 0 else math.inf)
+def _tail_result(
+    q: float, va: float, vb: float, p: float, boot_a: Array, boot_b: Array, confidence: float
+) -> TailTest:
+    """The test's estimates, with None and the reason where a ratio to A does not exist
+    (A's quantile 0: the change is unbounded in %; 0 on both sides: 0 / 0)."""
+    name = tail_name(q)
+    why: list[str] = []
+    ratio: float | None = vb / va if va > 0 and vb >= 0 else None
+    if va <= 0 and vb == va:
+        why.append(f"{name} ratio undefined: sides A's and B's pooled {name} are both {va:.6g}")
+    elif va <= 0:
+        why.append(f"{name} ratio undefined: side A's pooled {name} is {va:.6g}")
+    elif vb < 0:
+        why.append(f"{name} ratio undefined: side B's pooled {name} is {vb:.6g}")
+    bad = int((boot_a <= 0).sum())
+    lo: float | None = None
+    hi: float | None = None
+    if ratio is not None and bad == 0:
+        tail = (1 - confidence) / 2
+        lo, hi = (float(v) for v in np.quantile(boot_b / boot_a, [tail, 1 - tail]))
+    elif ratio is not None:
+        why.append(f"{name} CI undefined: side A's pooled {name} is <= 0 in {bad} of "
+                   f"{boot_a.size} bootstrap draws")  # fmt: skip
+    return TailTest(q, va, vb, ratio, p, lo, hi, tuple(why))
 
 
-def _boot_ratio(
-    ra: list[Array], rb: list[Array], q: float, n_boot: int, confidence: float,
-    grid_points: int, rng: np.random.Generator,
-) -> tuple[float, float]:  # fmt: skip
-    def draws(runs: list[Array]) -> Array:
-        pooled = np.concatenate(runs)
-        grid = _quantile_grid(pooled, q, grid_points)
-        counts = _count_matrix(runs, grid)
-        sizes = np.array([r.size for r in runs], dtype=np.float64)
-        w = rng.multinomial(len(runs), np.full(len(runs), 1 / len(runs)), size=n_boot)
-        w = w.astype(np.float64)
-        return _grid_quantile(w @ counts, w @ sizes, grid, q)
-
-    ratios = draws(rb) / draws(ra)
-    tail = (1 - confidence) / 2
-    lo, hi = np.quantile(ratios, [tail, 1 - tail])
-    return float(lo), float(hi)
+def _boot_quantiles(
+    runs: list[Array], q: float, n_boot: int, grid_points: int, rng: np.random.Generator
+) -> Array:
+    """Pooled q-quantile of n_boot resamples of whole runs (with replacement)."""
+    pooled = np.concatenate(runs)
+    grid = _quantile_grid(pooled, q, grid_points)
+    counts = _count_matrix(runs, grid)
+    sizes = np.array([r.size for r in runs], dtype=np.float64)
+    w = rng.multinomial(len(runs), np.full(len(runs), 1 / len(runs)), size=n_boot)
+    w = w.astype(np.float64)
+    return _grid_quantile(w @ counts, w @ sizes, grid, q)
 
 
 def _max_test(
@@ -339,14 +428,11 @@ def _max_test(
     labels = _with_relabellings(len(ra), len(rb), n_perm, rng)
     ma = np.where(labels == 1, maxima, -np.inf).max(axis=1)
     mb = np.where(labels == 0, maxima, -np.inf).max(axis=1)
-    p = _perm_p(np.abs(_safe_log_ratio(mb, ma)))
+    p = _perm_p(_distance(mb, ma))
     na, nb = len(ra), len(rb)
     ba = maxima[:na][rng.integers(0, na, size=(n_boot, na))].max(axis=1)
     bb = maxima[na:][rng.integers(0, nb, size=(n_boot, nb))].max(axis=1)
-    tail = (1 - confidence) / 2
-    lo, hi = np.quantile(bb / ba, [tail, 1 - tail])
-    va, vb = float(ma[0]), float(mb[0])
-    return TailTest(1.0, va, vb, _ratio(vb, va), p, float(lo), float(hi))
+    return _tail_result(1.0, float(ma[0]), float(mb[0]), p, ba, bb, confidence)
 
 
 # -- shape and design warnings -----------------------------------------------------------

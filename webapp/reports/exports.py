@@ -53,11 +53,18 @@ def csv_chunks(c: Comparison) -> Iterator[str]:
 
 
 def verdict_dicts(c: Comparison) -> list[dict[str, object]]:
+    """Each verdict row's columns, with how its p was obtained (p_method: exact, permutation
+    or t-approximation, with p_permutations relabellings; None for rows stored before the
+    engine recorded it). The sign test is in details["sign_test"]."""
     keys = ("benchmark", "metric", "statistic", "is_primary", "look", "n_a", "n_b", "median_a",
             "median_b", "shift_pct", "ci_low_pct", "ci_high_pct", "p_value", "p_adjusted",
             "p_mannwhitney", "p_median", "prob_b_gt_a", "cliffs_delta", "verdict",
             "warnings", "details")  # fmt: skip
-    return [{**{k: getattr(r.verdict, k) for k in keys}, "unit": r.unit} for r in verdict_rows(c)]
+    return [
+        {**{k: getattr(r.verdict, k) for k in keys}, "unit": r.unit,
+         "p_method": r.p_method or None, "p_permutations": r.p_permutations}
+        for r in verdict_rows(c)
+    ]  # fmt: skip
 
 
 def json_chunks(c: Comparison) -> Iterator[str]:

@@ -267,6 +267,82 @@ class VerdictRow:
     def adjustment(self) -> str:
         return str(self.verdict.details.get("adjustment", ""))
 
+    @property
+    def p_method(self) -> str:
+        """How the primary p was obtained: exact, permutation or t-approximation ("" for
+        verdicts stored before the engine recorded it)."""
+        return str(self.verdict.details.get("p_method") or "")
+
+    @property
+    def p_permutations(self) -> int | None:
+        b = self.verdict.details.get("p_permutations")
+        return b if isinstance(b, int) else None
+
+    @property
+    def p_marker(self) -> str:
+        """The short mark beside p that P_MARKERS explains."""
+        return P_MARKERS.get(self.p_method, ("", ""))[0]
+
+    @property
+    def p_method_text(self) -> str:
+        """The marker's meaning for this row (a tooltip), with the permutation count."""
+        mark, text = P_MARKERS.get(self.p_method, ("", ""))
+        return text.format(b=f"{self.p_permutations or 0:,}") if mark else ""
+
+    @property
+    def sign_test(self) -> str:
+        """McKenney's count: "k/n B runs above A's median, p=..." (run-level rows only)."""
+        s = self.verdict.details.get("sign_test")
+        if not isinstance(s, dict):
+            return ""
+        if s.get("p") is None:
+            return "sign test undefined"
+        ties = int(s.get("ties") or 0)
+        left_out = f" ({ties} tie{'s' if ties != 1 else ''} left out)" if ties else ""
+        return f"{s['k']}/{s['n']} B runs above A's median{left_out}, p={_p(s['p'])}"
+
+    @property
+    def sign_direction(self) -> str:
+        """Which way "above A's median" points for this metric."""
+        s = self.verdict.details.get("sign_test")
+        return f"above is {s['above_is']}" if isinstance(s, dict) and "above_is" in s else ""
+
+    @property
+    def mood(self) -> str:
+        """Mood's median test p, or why it has none (run-level rows only)."""
+        if not isinstance(self.verdict.details.get("sign_test"), dict):
+            return ""
+        p = self.verdict.p_median
+        return "Mood undefined" if p is None else f"Mood p={_p(p)}"
+
+    @property
+    def cross_checks(self) -> str:
+        """The sign test and Mood's test on one line (the CLI's column)."""
+        if not self.sign_test:
+            return ""
+        return f"{self.sign_test} ({self.sign_direction}); {self.mood}"
+
+
+# The mark beside each primary-test p and what it means, in the report's order (STATS.md
+# v2: a p below 1/(B+1) is exact or marked approximate).
+P_MARKERS = {
+    "permutation": ("P", "permutation p from {b} random relabellings of whole runs, never "
+                         "below 1/({b} + 1)"),
+    "t-approximation": ("≈", "far-tail approximation: none of {b} relabellings was as extreme, "
+                             "so p is Brunner-Munzel's t approximation, below what the "
+                             "permutations resolve"),
+    "exact": ("E", "exact: every relabelling of the runs is as extreme (W = 0, p = 1)"),
+}  # fmt: skip
+
+
+def p_method_legend(rows: list[VerdictRow]) -> str:
+    """One line explaining the marks the rows carry, with their permutation counts."""
+    b = " or ".join(f"{n:,}" for n in sorted({r.p_permutations for r in rows
+                                               if r.p_permutations})) or "B"  # fmt: skip
+    used = {r.p_method for r in rows}
+    return "; ".join(f"{mark} {text.format(b=b)}" for method, (mark, text) in P_MARKERS.items()
+                     if method in used)  # fmt: skip
+
 
 def verdict_rows(c: Comparison) -> list[VerdictRow]:
     """The verdicts, the most severe first (the engine's report order), primary first."""
@@ -460,6 +536,10 @@ class Report:
     runs: list[Run]
     reproducer: str
     plotly_version: str = PLOTLY_VERSION
+
+    @property
+    def p_legend(self) -> str:
+        return p_method_legend(self.verdicts)
 
 
 def comparison_report(c: Comparison) -> Report:

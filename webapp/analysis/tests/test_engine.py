@@ -1,11 +1,14 @@
 """Verdicts, multiplicity and the sequential policy of the engine."""
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
+from scipy import stats as st
 
 from webapp.analysis import engine as E
+from webapp.analysis import stats
 
 
 def _value_runs(rng, n, median, cv, first_order):
@@ -52,7 +55,11 @@ def test_clear_regression_stops_at_the_first_look(rng):
     assert primary.verdict == E.REGRESSION
     assert primary.adjustment == "holm"
     assert primary.shift == pytest.approx(10, abs=3)
-    assert primary.ci_low < primary.shift < primary.ci_high
+    low, shift, high = primary.ci_low, primary.shift, primary.ci_high
+    assert low is not None
+    assert shift is not None
+    assert high is not None
+    assert low < shift < high
     assert (res.need_more_runs, res.look, res.verdict) == (0, 1, E.REGRESSION)
 
 
@@ -162,7 +169,160 @@ def test_interim_no_change_needs_the_repeated_ci(rng):
     # (level 1 - 8.5e-5, about +-2.3%) does not: keep going. At a last look it is enough.
     metric = _metric(rng, shift=0.0, cv=0.02)
     interim = E.analyse([metric], _design()).results[0]
+    assert interim.ci_low is not None
+    assert interim.ci_high is not None
     assert -2 < interim.ci_low < interim.ci_high < 2
     assert (interim.verdict, interim.pending) == (E.INCONCLUSIVE, True)
     final = E.analyse([metric], _design(max_runs=24)).results[0]
     assert final.verdict == E.NO_CHANGE
+
+
+# --- no NaN or inf, the cross-checks, and how each p was obtained --------------------------
+
+
+def _latency(runs_a, runs_b, **kw):
+    """sync-rcu-latency writer_duration (lower is better) from per-run sample lists."""
+
+    def runs(first, samples):
+        return [E.RunSamples(first + 2 * i, tuple(float(v) for v in s))
+                for i, s in enumerate(samples)]  # fmt: skip
+
+    return E.MetricInput("sync-rcu-latency", "writer_duration", "ms", True, True, True,
+                         runs(0, runs_a), runs(1, runs_b), **kw)  # fmt: skip
+
+
+def _values(a, b, *, lower_is_better=True):
+    """boot-time kernel_to_init_ms (primary) from one value per run."""
+    return E.MetricInput(
+        "boot-time", "kernel_to_init_ms", "ms", False, lower_is_better, True,
+        [E.RunSamples(2 * i, (float(v),)) for i, v in enumerate(a)],
+        [E.RunSamples(2 * i + 1, (float(v),)) for i, v in enumerate(b)],
+    )  # fmt: skip
+
+
+def _sign(r):
+    """The stored sign test of a result (details are typed as objects)."""
+    return r.details["sign_test"]
+
+
+def test_a_zero_p99_side_gives_an_undefined_ratio_with_the_reason_never_inf(rng):
+    # Side A's runs measure nothing but zeros; B's are ordinary latencies. Single look
+    # (alpha 0.05), so the tails' permutation p of 1/2000 is significant.
+    zeros = [np.zeros(100)] * 24
+    slow = [rng.lognormal(math.log(6.0), 0.1, 100) for _ in range(24)]
+    res = E.analyse([_latency(zeros, slow)], _design(max_runs=24))
+    assert E.non_finite(res.results) == []
+    by = {r.statistic: r for r in res.results}
+    for name in ("p99", "max"):
+        r = by[name]
+        assert (r.shift, r.ci_low, r.ci_high, r.details["ratio"]) == (None, None, None, None)
+        assert f"{name} ratio undefined: side A's pooled {name} is 0" in r.warnings
+        assert r.p_value == pytest.approx(1 / 2000)
+        # Unbounded in %, B above A, lower is better: beyond any threshold, worse.
+        assert r.verdict == E.REGRESSION
+    assert by["p50"].relative is False  # per-run medians of 0: the absolute shift
+
+
+def test_two_runs_of_one_sample_per_side_the_smallest_design_gives_only_numbers(rng):
+    design = _design(min_runs=2, max_runs=4, step=2, allow_few_runs=True)
+    res = E.analyse([_latency([[5.0], [5.5]], [[6.0], [7.0]])], design)
+    assert E.non_finite(res.results) == []
+    assert {r.statistic for r in res.results} == {"p50", "mean", "p90", "p99", "max"}
+
+
+def test_one_run_per_side_is_refused_by_name_even_with_the_test_override(rng):
+    with pytest.raises(E.TooFewRuns, match="1 runs per side; at least 2 are needed"):
+        E.analyse([_values([5.0], [6.0])], _design(min_runs=2, max_runs=4, step=2,
+                                                   allow_few_runs=True))  # fmt: skip
+    with pytest.raises(ValueError, match=r"bad design: runs 1\.\.4"):
+        _design(min_runs=1, max_runs=4, step=1, allow_few_runs=True)
+
+
+def test_equal_constant_sides_are_unchanged_with_undefined_cross_checks(rng):
+    r = E.analyse([_values([5.0] * 24, [5.0] * 24)], _design()).results[0]
+    assert E.non_finite(r) == []
+    assert (r.p_value, r.details["p_method"], r.p_mannwhitney) == (1.0, "exact", 1.0)
+    assert (r.shift, r.ci_low, r.ci_high) == (0.0, 0.0, 0.0)
+    assert r.p_median is None
+    assert _sign(r)["p"] is None
+    assert ("constant data (every run 5): Mood's median test and the sign test are "
+            "undefined") in r.warnings  # fmt: skip
+    assert r.verdict == E.NO_CHANGE
+
+
+def test_constant_sides_that_differ_are_a_marked_tiny_p_never_nan(rng):
+    r = E.analyse([_values([5.0] * 24, [6.0] * 24)], _design()).results[0]
+    assert E.non_finite(r) == []
+    assert r.p_value < 0.01
+    assert r.details["p_method"] == "t-approximation"  # below 1/(B+1): marked
+    assert r.details["statistic_w"] is None  # W = +inf is not stored as a float
+    assert str(r.details["statistic_w_undefined"]).startswith("W is +inf")
+    assert r.shift == pytest.approx(20.0)
+    assert (_sign(r)["k"], _sign(r)["n"]) == (24, 24)
+    assert _sign(r)["p"] == pytest.approx(2 / 2**24)
+    assert r.verdict == E.REGRESSION
+
+
+def test_complete_separation_gives_p_below_001_never_nan(rng):
+    r = E.analyse([_values(range(1000, 1024), range(1100, 1124))], _design()).results[0]
+    assert E.non_finite(r) == []
+    assert r.p_value < 0.01
+    assert r.details["p_method"] == "t-approximation"
+    assert r.p_median is not None
+    assert r.p_median < 0.01
+
+
+def test_the_sign_test_and_moods_p_are_stored_for_each_run_level_statistic(rng):
+    a = [1000.0 + v for v in range(24)]  # median 1011.5
+    b = [1000.0 + v for v in (0, 1, 2, 3)] + [1012.0 + v for v in range(20)]
+    r = E.analyse([_values(a, b)], _design()).results[0]
+    assert r.details["sign_test"] == {
+        "k": 20, "n": 24, "below": 4, "ties": 0, "median_a": 1011.5,
+        "p": pytest.approx(st.binomtest(20, 24).pvalue), "above_is": "worse",
+    }  # fmt: skip
+    assert r.p_median == stats.mood_median(a, b).p_value
+    higher = E.analyse([_values(a, b, lower_is_better=False)], _design()).results[0]
+    assert _sign(higher)["above_is"] == "better"
+
+
+def test_every_p_says_how_it_was_obtained(rng):
+    def runs(factor):
+        return [rng.lognormal(math.log(6 * factor), 0.1, 30) for _ in range(24)]
+
+    res = E.analyse([_latency(runs(1.0), runs(1.02))], _design())
+    by = {r.statistic: r for r in res.results}
+    for name in ("p50", "mean", "p90"):
+        assert by[name].details["p_method"] in ("permutation", "t-approximation")
+        assert "sign_test" in by[name].details
+    for name in ("p99", "max"):
+        assert by[name].details["p_method"] == "permutation"
+        assert "sign_test" not in by[name].details
+    for r in res.results:
+        assert r.details["p_permutations"] == 1999
+        if r.details["p_method"] == "permutation":
+            assert r.p_value >= 1 / 2000
+
+
+def test_a_nan_or_inf_anywhere_in_a_result_is_refused_by_name(rng):
+    (r,) = E.analyse([_values([5.0] * 24, [5.0] * 24)], _design()).results
+    E.check_reportable(r)
+    nan_ci = dataclasses.replace(r, ci_low=math.nan)
+    with pytest.raises(E.UnreportableResult, match=r"kernel_to_init_ms\[value\].*ci_low = nan"):
+        E.check_reportable(nan_ci)
+    inf_detail = dataclasses.replace(r, details={**r.details, "repeated_ci": [0.0, math.inf]})
+    with pytest.raises(E.UnreportableResult, match=r"details\['repeated_ci'\]\[1\] = inf"):
+        E.check_reportable(inf_detail)
+    with pytest.raises(E.UnreportableResult, match="ci_low = nan"):  # every look checks
+        E.conclude([nan_ci], _design(), 24)
+
+
+def test_a_permutation_p_below_its_resolution_must_be_marked(rng):
+    (r,) = E.analyse([_values([5.0] * 24, [5.0] * 24)], _design()).results
+    details = {**r.details, "p_method": "permutation", "p_permutations": 1999}
+    unmarked = dataclasses.replace(r, p_value=1e-6, details=details)
+    with pytest.raises(E.UnreportableResult, match=r"permutation p 1e-06 is below 1/\(1999"):
+        E.check_reportable(unmarked)
+    marked = dataclasses.replace(unmarked, details={**details, "p_method": "t-approximation"})
+    E.check_reportable(marked)
+    with pytest.raises(E.UnreportableResult, match="does not say how p was obtained"):
+        E.check_reportable(dataclasses.replace(r, details={}))

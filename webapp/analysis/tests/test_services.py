@@ -93,3 +93,57 @@ def test_calibrate_command_names_bad_input():
         call_command("calibrate", build=999999, benchmark="boot-time")
     with pytest.raises(CommandError, match="0 values, at least 16 needed"):
         call_command("calibrate", build=build.pk, benchmark="boot-time")
+
+
+def test_a_zero_p99_side_is_stored_as_none_with_the_reason_not_rejected():
+    # Side A's writer durations are all 0: its pooled p99 and max are 0. The ratio used to
+    # be inf and its CI NaN, which the JSON field rejected: the comparison never finished.
+    rng = np.random.default_rng(4)
+    comparison = ComparisonFactory.create(benchmarks=["sync-rcu-latency"])
+    order = 0
+    for i in range(24):
+        for side in "AB" if i % 2 == 0 else "BA":
+            run = RunFactory.create(comparison=comparison, side=side, index=i, order=order,
+                                    state="done", result="ok")  # fmt: skip
+            order += 1
+            samples = [0.0] * 50 if side == "A" else rng.lognormal(math.log(6), 0.1, 50)
+            MeasurementFactory.create(run=run, samples=[float(v) for v in samples])
+    analyse_comparison(comparison.pk)
+    rows = {v.statistic: v for v in MetricVerdict.objects.filter(comparison=comparison)}
+    assert set(rows) == {"p50", "mean", "p90", "p99", "max"}
+    for name in ("p99", "max"):
+        v = rows[name]
+        assert (v.shift_pct, v.ci_low_pct, v.ci_high_pct) == (None, None, None)
+        assert v.details["ratio"] is None
+        assert v.details["ci"] == [None, None]
+        assert f"{name} ratio undefined: side A's pooled {name} is 0" in v.warnings
+        assert v.details["p_method"] == "permutation"
+        assert v.p_value == pytest.approx(1 / 10_000)
+    # Per-run medians of 0: an absolute shift, and no % of A's median of 0.
+    assert rows["p50"].shift_pct is None
+    assert rows["p50"].details["shift"] > 5
+
+
+def test_stored_rows_carry_the_sign_test_moods_p_and_how_p_was_obtained():
+    rng = np.random.default_rng(5)
+    comparison = ComparisonFactory.create(benchmarks=["boot-time"])
+    _boot_time_runs(comparison, 24, 0.10, rng)
+    analyse_comparison(comparison.pk)
+    rows = MetricVerdict.objects.filter(comparison=comparison)
+    primary = rows.get(is_primary=True)
+    sign = primary.details["sign_test"]
+    assert (sign["k"], sign["n"], sign["ties"], sign["above_is"]) == (24, 24, 0, "worse")
+    assert sign["p"] == pytest.approx(2 / 2**24)
+    assert primary.p_median is not None
+    assert primary.p_median < 1e-6
+    assert primary.details["p_method"] in ("permutation", "t-approximation")
+    assert primary.details["p_permutations"] == 9999
+    # rcu_normal is 0 in every run: Mood and the sign test do not exist, and say so (Mood
+    # used to read p = 1); the shift is absolute, with no % of a median of 0.
+    constant = rows.get(metric="rcu_normal")
+    assert constant.p_median is None
+    assert constant.details["sign_test"]["p"] is None
+    assert ("constant data (every run 0): Mood's median test and the sign test are "
+            "undefined") in constant.warnings  # fmt: skip
+    assert (constant.shift_pct, constant.details["shift"]) == (None, 0.0)
+    assert (constant.details["p_method"], constant.p_value) == ("exact", 1.0)

@@ -24,8 +24,8 @@ BOOT_B = [5.01, 5.02, 5.11, 5.12, 5.13, 5.14, 5.17, 5.18, 5.19, 5.20]
 def test_mood_median_test_on_the_10_vs_10_boot_times():
     # Grand median 5.105: above it A has 2, B has 8: table [[2, 8], [8, 2]]. Yates:
     # chi2 = (|2*2 - 8*8| - 20/2)^2 * 20 / (10 * 10 * 10 * 10) = 50^2 * 20 / 10^4 = 5.0.
-    assert stats.mood_median_p(BOOT_A, BOOT_B) == pytest.approx(st.chi2.sf(5.0, 1))
-    assert stats.mood_median_p(BOOT_A, BOOT_B) == pytest.approx(0.02535, abs=1e-5)
+    assert stats.mood_median(BOOT_A, BOOT_B).p_value == pytest.approx(st.chi2.sf(5.0, 1))
+    assert stats.mood_median(BOOT_A, BOOT_B).p_value == pytest.approx(0.02535, abs=1e-5)
 
 
 def test_mckenney_binomial_is_one_sided_and_optimistic():
@@ -36,7 +36,9 @@ def test_mckenney_binomial_is_one_sided_and_optimistic():
     assert sum(math.comb(10, i) for i in range(below + 1)) / 2**10 == pytest.approx(0.0547, 1e-3)
     # Two-sided, Mood's test is what rcubench shows; it agrees this is not strong evidence
     # at the sequential boundary of a first look (p <= 8.5e-5).
-    assert stats.mood_median_p(BOOT_A, BOOT_B) > stats.z_to_p(3.92)
+    p_mood = stats.mood_median(BOOT_A, BOOT_B).p_value
+    assert p_mood is not None
+    assert p_mood > stats.z_to_p(3.92)
 
 
 def test_brunner_munzel_matches_scipy_statistic_with_ties(rng):
@@ -106,9 +108,12 @@ def test_probability_of_superiority_and_cliffs_delta_by_hand():
     assert stats.cliffs_delta([1, 2], [2, 3]) == 0.75
 
 
-def test_rank_tests_on_constant_data_give_one():
-    assert stats.mann_whitney_p([2.0] * 5, [2.0] * 5) == 1.0
-    assert stats.mood_median_p([2.0] * 5, [2.0] * 5) == 1.0
+def test_rank_tests_on_constant_data_give_one_and_moods_test_does_not_exist():
+    assert stats.mann_whitney_p([2.0] * 5, [2.0] * 5) == 1.0  # exact: U is the same always
+    mood = stats.mood_median([2.0] * 5, [2.0] * 5)  # SciPy refuses: nothing above 2.0
+    assert (mood.p_value, mood.reason) == (
+        None, "Mood's median test undefined: no run lies above the grand median (2)"
+    )  # fmt: skip
 
 
 def test_holm_and_bh_by_hand():
@@ -142,14 +147,18 @@ def _runs(rng, n, k, tail_factor=1.0):
 def test_tail_test_sees_a_slower_slowest_3_percent(rng):
     res = stats.tail_test(_runs(rng, 24, 200), _runs(rng, 24, 200, 1.3), n_perm=999, rng=rng)
     assert res.quantile == 0.99
+    assert res.ratio is not None
     assert res.ratio > 1.2
     assert res.p_value < 0.01
+    assert res.ci_low is not None
     assert res.ci_low > 1.1
 
 
 def test_tail_test_quiet_when_nothing_changed(rng):
     res = stats.tail_test(_runs(rng, 24, 200), _runs(rng, 24, 200), n_perm=999, rng=rng)
     assert res.p_value > 0.01
+    assert res.ci_low is not None
+    assert res.ci_high is not None
     assert res.ci_low < 1 < res.ci_high
 
 
@@ -182,3 +191,112 @@ def test_smallest_detectable_shift_matches_stats_md():
     # N ~ 16 (CV / shift)^2 per side for 80% power: at 24 runs, CV 2% -> ~1.7-1.8%.
     assert stats.smallest_detectable_shift(2.0, 24, 24) == pytest.approx(1.7, abs=0.1)
     assert stats.smallest_detectable_shift(5.0, 24, 24) == pytest.approx(4.3, abs=0.2)
+
+
+# --- the sign test (McKenney's count) -----------------------------------------------------
+
+RUNS_A = [float(v) for v in range(1, 25)]  # median 12.5
+RUNS_B = [1.0, 2.0, 3.0, 4.0] + [float(v) for v in range(13, 33)]  # 20 above 12.5, 4 below
+
+
+def test_sign_test_counts_b_runs_above_a_median_against_a_fair_coin():
+    s = stats.sign_test(RUNS_A, RUNS_B)
+    assert (s.median_a, s.above, s.below, s.ties, s.n) == (12.5, 20, 4, 0, 24)
+    # Two-sided exact binomial: 2 P(X <= 4), X ~ Binomial(24, 1/2).
+    by_hand = 2 * sum(math.comb(24, i) for i in range(5)) / 2**24
+    assert s.p_value == pytest.approx(by_hand)
+    assert s.p_value == pytest.approx(st.binomtest(20, 24).pvalue)
+
+
+def test_sign_test_on_the_10_vs_10_boot_times_is_mckenneys_count_made_two_sided():
+    s = stats.sign_test(BOOT_A, BOOT_B)
+    assert (s.above, s.n) == (8, 10)
+    assert s.p_value == pytest.approx(2 * 56 / 1024)  # twice his one-sided 0.055
+
+
+def test_sign_test_leaves_b_runs_equal_to_a_median_out():
+    s = stats.sign_test([1.0, 2.0, 3.0], [2.0, 2.0, 3.0, 4.0, 1.0])
+    assert (s.above, s.below, s.ties, s.n) == (2, 1, 2, 3)
+    assert s.p_value == pytest.approx(1.0)
+
+
+def test_sign_test_is_undefined_with_the_reason_when_every_b_run_ties():
+    s = stats.sign_test([5.0] * 4, [5.0] * 4)
+    assert (s.p_value, s.n, s.ties) == (None, 0, 4)
+    assert s.reason == "sign test undefined: all 4 runs of B equal A's median"
+
+
+def test_moods_test_is_undefined_when_most_values_tie_at_the_top():
+    # Grand median 2.0 and nothing above it: SciPy refuses; it used to read as p = 1.
+    mood = stats.mood_median([1.0, 1.0, 1.0, 2.0], [2.0, 2.0, 2.0, 2.0])
+    assert mood.p_value is None
+    assert "no run lies above the grand median (2)" in mood.reason
+
+
+# --- how a p was obtained -------------------------------------------------------------------
+
+
+def test_brunner_munzel_says_how_its_p_was_obtained(rng):
+    assert stats.brunner_munzel([3.0] * 4, [3.0] * 4, rng=rng).method == stats.EXACT
+    a, b = np.arange(24.0), np.arange(24.0) + 100
+    far = stats.brunner_munzel(a, b, n_perm=999, rng=rng)
+    assert far.method == stats.T_APPROXIMATION
+    assert far.p_value < 1 / 1000  # only ever below 1/(B+1) when marked approximate
+    near = stats.brunner_munzel(a, a + 3, n_perm=999, rng=rng)  # overlapping: resolved
+    assert near.method == stats.PERMUTATION
+    assert near.p_value >= 1 / 1000
+
+
+# --- no NaN or inf: a zero quantile, one run ------------------------------------------------
+
+
+ZEROS = [np.zeros(50)] * 4
+SLOW = [np.arange(1.0, 51.0)] * 4  # pooled p99 and max 50
+
+
+@pytest.mark.parametrize("q", [0.99, 1.0])
+def test_tail_ratio_to_a_zero_quantile_is_undefined_with_the_reason(rng, q):
+    res = stats.tail_test(ZEROS, SLOW, q=q, n_perm=999, n_boot=200, rng=rng)
+    name = "max" if q == 1.0 else "p99"
+    assert (res.value_a, res.value_b) == (0.0, 50.0)
+    assert (res.ratio, res.ci_low, res.ci_high) == (None, None, None)
+    assert res.undefined == (f"{name} ratio undefined: side A's pooled {name} is 0",)
+    # The p permutes |B - A| instead of |log ratio|: only the split and its mirror give 50.
+    assert res.p_value == pytest.approx(2 / math.comb(8, 4), abs=0.015)
+
+
+def test_tail_of_zeros_on_both_sides_has_no_ratio_and_p_one(rng):
+    res = stats.tail_test(ZEROS, ZEROS, n_perm=999, n_boot=200, rng=rng)
+    assert (res.ratio, res.ci_low, res.p_value) == (None, None, 1.0)
+    assert res.undefined == ("p99 ratio undefined: sides A's and B's pooled p99 are both 0",)
+
+
+def test_tail_falling_to_zero_on_b_is_a_ratio_of_zero(rng):
+    res = stats.tail_test(SLOW, ZEROS, n_perm=999, n_boot=200, rng=rng)
+    assert (res.ratio, res.ci_low, res.ci_high, res.undefined) == (0.0, 0.0, 0.0, ())
+
+
+def test_tail_ci_is_undefined_when_bootstrap_draws_of_a_hit_zero(rng):
+    # One of A's four runs holds every non-zero sample: A's pooled p99 is the 198th of 200
+    # values, 48 (B's: 50), but a resample without that run ((3/4)^4 = 32% of draws) has a
+    # pooled p99 of 0.
+    runs_a = [*ZEROS[:3], SLOW[0]]
+    res = stats.tail_test(runs_a, SLOW, n_perm=999, n_boot=400, rng=rng)
+    assert res.ratio == pytest.approx(50 / 48)
+    assert (res.ci_low, res.ci_high) == (None, None)
+    (why,) = res.undefined
+    assert why.startswith("p99 CI undefined: side A's pooled p99 is <= 0 in ")
+    drawn = int(why.split(" in ")[1].split(" of ")[0])
+    assert 0.2 < drawn / 400 < 0.45
+
+
+def test_one_run_per_side_gives_numbers_undefined_or_a_refusal(rng):
+    a, b = [5.0], [6.0]
+    assert stats.hodges_lehmann(a, b).estimate == pytest.approx(20.0)
+    assert (stats.prob_b_greater(a, b), stats.mann_whitney_p(a, b)) == (1.0, 1.0)
+    assert stats.mood_median(a, b).p_value == pytest.approx(1.0)
+    assert stats.sign_test(a, b).p_value == pytest.approx(1.0)
+    with pytest.raises(stats.StatsInputError, match="side A: 1 values, at least 2 needed"):
+        stats.brunner_munzel(a, b, rng=rng)
+    with pytest.raises(stats.StatsInputError, match="at least 2 runs per side"):
+        stats.tail_test([np.ones(5)], [np.ones(5)], rng=rng)

@@ -9,11 +9,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from webapp.comparisons.management.commands.compare import _Lines
+from webapp.comparisons.management.commands.compare import Command, _Lines
 from webapp.comparisons.models import Comparison
 from webapp.comparisons.progress import Progress
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
-from webapp.factories import TreeFactory
+from webapp.factories import MetricVerdictFactory, TreeFactory
 from webapp.trees.models import Revision
 
 pytestmark = pytest.mark.django_db
@@ -107,3 +107,29 @@ def test_off_a_terminal_progress_is_one_line_per_change():
         "building: 0/4 runs (A: running)",
         "running look 1: 1/4 runs (1 running)",
     ]
+
+
+def test_the_summary_shows_the_cross_checks_beside_the_primary_p_and_marks_each_p():
+    sign = {"k": 20, "n": 24, "below": 4, "ties": 0, "median_a": 6.0, "p": 0.0015438795,
+            "above_is": "worse"}  # fmt: skip
+    primary = MetricVerdictFactory.create(
+        p_value=0.0004, p_median=0.0253, verdict="regression",
+        details={"unit": "ms", "adjustment": "holm", "sign_test": sign,
+                 "p_method": "permutation", "p_permutations": 9999},
+    )  # fmt: skip
+    MetricVerdictFactory.create(
+        comparison=primary.comparison, metric="gps", statistic="value", is_primary=False,
+        details={"unit": "count", "sign_test": sign, "p_method": "exact"},
+    )  # fmt: skip
+    out = io.StringIO()
+    Command(stdout=out)._summary(primary.comparison)
+    header, first, second, legend, *_ = out.getvalue().splitlines()
+    assert "p adj  sign test; Mood (cross-checks)" in header
+    assert "0.0004 P" in first
+    assert ("20/24 B runs above A's median, p=0.00154 (above is worse); Mood p=0.0253  "
+            "regression") in first  # fmt: skip
+    assert "sync-rcu-latency/gps" in second
+    assert "B runs above" not in second  # a secondary metric: the cross-checks are not shown
+    assert "0.5 E" in second
+    assert legend.startswith("p: P permutation p from 9,999 random relabellings")
+    assert legend.endswith("E exact: every relabelling of the runs is as extreme (W = 0, p = 1)")

@@ -99,3 +99,15 @@ def test_json_writes_non_finite_numbers_as_null():
 
 def test_json_of_a_comparison_without_samples_is_valid(running_comparison):
     assert _json(running_comparison)["samples"]["rows"] == []
+
+
+def test_json_says_how_each_p_was_obtained_and_holds_the_sign_test():
+    sign = {"k": 20, "n": 24, "below": 4, "ties": 0, "median_a": 6.0, "p": 0.0015,
+            "above_is": "worse"}  # fmt: skip
+    v = MetricVerdictFactory.create(details={"p_method": "t-approximation", "p_permutations": 9999,
+                                             "sign_test": sign})  # fmt: skip
+    MetricVerdictFactory.create(comparison=v.comparison, statistic="p99", is_primary=False)
+    by = {d["statistic"]: d for d in _json(v.comparison)["verdicts"]}
+    assert (by["p50"]["p_method"], by["p50"]["p_permutations"]) == ("t-approximation", 9999)
+    assert by["p50"]["details"]["sign_test"] == sign
+    assert (by["p99"]["p_method"], by["p99"]["p_permutations"]) == (None, None)  # stored before

@@ -2,7 +2,7 @@
 
 import pytest
 
-from webapp.factories import ComparisonFactory, MeasurementFactory
+from webapp.factories import ComparisonFactory, MeasurementFactory, MetricVerdictFactory
 from webapp.reports import services
 from webapp.reports.tests.conftest import VERDICTS_IN_REPORT_ORDER
 
@@ -57,3 +57,54 @@ def test_slab_comparison_gets_the_delay_sweep(slab_comparison):
     assert len(section.overview) == 1
     assert "delay between map-in-map updates" in section.overview[0]
     assert section.metrics[0].metric == "slab_kb_peak_d0"  # the primary metric
+
+
+SIGN_20_OF_24 = {"k": 20, "n": 24, "below": 4, "ties": 0, "median_a": 6.0, "p": 0.0015438795,
+                 "above_is": "worse"}  # fmt: skip
+
+
+def test_verdict_row_shows_the_sign_test_moods_p_and_the_p_mark():
+    v = MetricVerdictFactory.create(
+        p_value=0.0004, p_median=0.0253,
+        details={"unit": "ms", "relative": True, "adjustment": "holm", "sign_test": SIGN_20_OF_24,
+                 "p_method": "permutation", "p_permutations": 9999},
+    )  # fmt: skip
+    (row,) = services.verdict_rows(v.comparison)
+    assert row.sign_test == "20/24 B runs above A's median, p=0.00154"
+    assert (row.sign_direction, row.mood) == ("above is worse", "Mood p=0.0253")
+    assert row.cross_checks == ("20/24 B runs above A's median, p=0.00154 (above is worse); "
+                                "Mood p=0.0253")  # fmt: skip
+    assert (row.p_value, row.p_marker) == ("0.0004", "P")
+    assert row.p_method_text.startswith("permutation p from 9,999 random relabellings")
+
+
+def test_verdict_row_says_when_the_cross_checks_are_undefined_or_ties_left_out():
+    tied = {**SIGN_20_OF_24, "n": 22, "ties": 2, "p": 0.0004}
+    v = MetricVerdictFactory.create(p_median=None, details={"sign_test": tied})
+    (row,) = services.verdict_rows(v.comparison)
+    assert row.sign_test == "20/22 B runs above A's median (2 ties left out), p=0.0004"
+    assert row.mood == "Mood undefined"
+    v.details = {"sign_test": {**SIGN_20_OF_24, "k": 0, "n": 0, "ties": 24, "p": None}}
+    v.save()
+    (row,) = services.verdict_rows(v.comparison)
+    assert row.sign_test == "sign test undefined"
+
+
+def test_tail_and_old_rows_have_no_cross_checks_or_mark():
+    v = MetricVerdictFactory.create(statistic="p99", is_primary=False)
+    (row,) = services.verdict_rows(v.comparison)
+    assert (row.sign_test, row.mood, row.cross_checks, row.p_marker) == ("", "", "", "")
+    assert services.p_method_legend([row]) == ""
+
+
+def test_p_legend_explains_only_the_marks_used_with_the_permutation_count():
+    c = ComparisonFactory.create()
+    for stat, method in (("p50", "permutation"), ("mean", "t-approximation")):
+        details = {"p_method": method, "p_permutations": 9999}
+        MetricVerdictFactory.create(comparison=c, statistic=stat, details=details)
+    rows = services.verdict_rows(c)
+    assert [r.p_marker for r in rows] == ["P", "≈"]
+    legend = services.p_method_legend(rows)
+    assert legend.startswith("P permutation p from 9,999 random relabellings of whole runs, "
+                             "never below 1/(9,999 + 1); ≈ far-tail approximation")  # fmt: skip
+    assert "E exact" not in legend

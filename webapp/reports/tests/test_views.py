@@ -176,3 +176,38 @@ def test_comparison_list_links_each_comparison(client, done_comparison, failed_b
         assert f'href="{reverse("reports:comparison", args=[c.pk])}"' in html
     assert "build-failed" in html
     assert '<span class="badge v-regression">regression</span>' in html
+
+
+def test_report_shows_the_cross_checks_beside_the_primary_p_and_marks_each_p(
+    client, done_comparison
+):
+    sign = {"k": 20, "n": 24, "below": 4, "ties": 0, "median_a": 6.05, "p": 0.0015438795,
+            "above_is": "worse"}  # fmt: skip
+    verdicts = done_comparison.verdicts
+    primary = verdicts.get(is_primary=True)
+    primary.p_median = 0.0253
+    primary.details = {**primary.details, "sign_test": sign, "p_method": "t-approximation",
+                       "p_permutations": 9999}  # fmt: skip
+    primary.save()
+    gps = verdicts.get(metric="gps")
+    gps.details = {**gps.details, "sign_test": sign, "p_method": "permutation",
+                   "p_permutations": 9999}  # fmt: skip
+    gps.save()
+    html = _page(client, done_comparison)
+    deciding = html[html.index('id="deciding-test"') :].split("</p>")[0]
+    assert "Munzel on one value per run with a permutation p" in deciding
+    assert "Holm-adjusted across the benchmarks' primary metrics" in deciding
+    assert "they do not decide" in deciding
+    rows = html.split('<tr class="verdict-row"')[1:]
+    assert "writer_duration/p50" in rows[0]
+    assert "20/24 B runs above A&#x27;s median, p=0.00154" in rows[0]
+    assert "(above is worse)" in rows[0]
+    assert "Mood p=0.0253" in rows[0]
+    assert '<sup class="p-method" data-method="t-approximation"' in rows[0]
+    # gps is secondary: its p is marked, but the cross-checks are shown for primaries only.
+    (gps_row,) = [r for r in rows if "sync-rcu-latency/gps/value" in r]
+    assert '<sup class="p-method" data-method="permutation"' in gps_row
+    assert "B runs above" not in gps_row
+    legend = html[html.index('id="p-legend"') :].split("</span>")[0]
+    assert "P permutation p from 9,999 random relabellings of whole runs" in legend
+    assert "≈ far-tail approximation" in legend

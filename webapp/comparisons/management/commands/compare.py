@@ -15,7 +15,7 @@ from webapp.comparisons import orchestrator
 from webapp.comparisons.models import Comparison, ComparisonState
 from webapp.comparisons.progress import Progress, progress
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
-from webapp.reports.services import report_url, verdict_rows
+from webapp.reports.services import p_method_legend, report_url, verdict_rows
 from webapp.states import Result
 from webapp.trees.models import Tree
 from webapp.trees.services import DEFAULT_TREE, InvalidTree, register_local_tree
@@ -156,21 +156,30 @@ class Command(BaseCommand):
 
     def _summary(self, comparison: Comparison) -> None:
         out = self.stdout.write
+        verdicts = verdict_rows(comparison)
+        # The sign test and Mood's p beside the primary p: the cross-checks the kernel lists
+        # quote (primary metrics only, to keep the table narrow; the JSON has every row).
         rows = [
             (f"{r.verdict.benchmark}/{r.verdict.metric}{' *' if r.verdict.is_primary else ''}",
              r.verdict.statistic, f"{r.median_a} {r.unit}".strip(),
-             f"{r.median_b} {r.unit}".strip(), f"{r.shift} {r.ci}".strip(), r.p_value,
-             r.p_adjusted, r.verdict.verdict, "; ".join(r.verdict.warnings))
-            for r in verdict_rows(comparison)
+             f"{r.median_b} {r.unit}".strip(), f"{r.shift} {r.ci}".strip(),
+             f"{r.p_value} {r.p_marker}".strip(), r.p_adjusted,
+             r.cross_checks if r.verdict.is_primary else "", r.verdict.verdict,
+             "; ".join(r.verdict.warnings))
+            for r in verdicts
         ]  # fmt: skip
         if rows:
             header = ("metric", "stat", "A median", "B median", "shift [95% CI]",
-                      "p", "p adj", "verdict", "warnings")  # fmt: skip
+                      "p", "p adj", "sign test; Mood (cross-checks)", "verdict",
+                      "warnings")  # fmt: skip
             table = [header, *rows]
             widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
             for r in table:
                 cells = [c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)]
                 out("  ".join([*cells, r[-1]]).rstrip())
+            legend = p_method_legend(verdicts)
+            if legend:
+                out(f"p: {legend}")
         out(f"verdict: {comparison.verdict or '(none)'}   report: {report_url(comparison)}")
 
 
