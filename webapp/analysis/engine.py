@@ -37,7 +37,12 @@ IMPROVEMENT = "improvement"
 SMALL = "significant-but-small"
 NO_CHANGE = "no-meaningful-change"
 INCONCLUSIVE = "inconclusive"
-SEVERITY = (REGRESSION, INCONCLUSIVE, SMALL, IMPROVEMENT, NO_CHANGE)  # report order
+RELIABILITY = "reliability-regression"  # B's kernel fails more often than A's (Fisher)
+# Report order and the comparison's verdict: a kernel that fails more often is the worst
+# news, whatever its working runs measure.
+SEVERITY = (RELIABILITY, REGRESSION, INCONCLUSIVE, SMALL, IMPROVEMENT, NO_CHANGE)
+FAILURE_METRIC = "failure_rate"  # the reliability row's metric and statistic
+FAILURE_STATISTIC = "fisher"
 
 RUN_LEVEL = ("p50", "mean", "p90")
 TAILS = {"p99": 0.99, "max": 1.0}
@@ -164,12 +169,25 @@ class Analysis:
 
     @property
     def verdict(self) -> str:
-        """The worst verdict among primary statistics."""
-        primaries = [r.verdict for r in self.results if r.is_primary] or [NO_CHANGE]
-        return min(primaries, key=SEVERITY.index)
+        """The worst verdict among primary statistics. A failure-rate row counts only as
+        a reliability regression: no excess of failures says nothing about the metrics."""
+        primaries = [r.verdict for r in self.results if r.is_primary and
+                     (r.statistic != FAILURE_STATISTIC or r.verdict == RELIABILITY)]  # fmt: skip
+        return min(primaries or [NO_CHANGE], key=SEVERITY.index)
 
 
-def analyse(metrics: Sequence[MetricInput], design: Design) -> Analysis:
+@dataclass(frozen=True)
+class BenchmarkFailures:
+    """A benchmark's finished runs per side by outcome: the failure-rate test's input."""
+
+    benchmark: str
+    a: stats.FailureCounts
+    b: stats.FailureCounts
+
+
+def analyse(
+    metrics: Sequence[MetricInput], design: Design, failures: Sequence[BenchmarkFailures] = ()
+) -> Analysis:
     """Run the whole battery on every metric and decide the look's verdicts."""
     if not metrics:
         raise ValueError("no metrics to analyse")
@@ -178,12 +196,14 @@ def analyse(metrics: Sequence[MetricInput], design: Design) -> Analysis:
     results: list[StatResult] = []
     for m in metrics:
         results += metric_results(m, design, look)
-    return conclude(results, design, n)
+    return conclude(results, design, n, failures)
 
 
-def conclude(results: list[StatResult], design: Design, n: int) -> Analysis:
-    """Adjust the p-values of one look's results, decide each verdict, and say whether
-    the comparison needs more runs."""
+def conclude(
+    results: list[StatResult], design: Design, n: int, failures: Sequence[BenchmarkFailures] = ()
+) -> Analysis:
+    """Adjust the p-values of one look's results, decide each verdict, test each
+    benchmark's failure rate, and say whether the comparison needs more runs."""
     look = design.look_at(n)
     adjust(results)
     alpha = design.alpha_at(look)
@@ -192,6 +212,10 @@ def conclude(results: list[StatResult], design: Design, n: int) -> Analysis:
         decide(r, alpha, final)
         check_reportable(r)
     pending = any(r.pending for r in results if r.is_primary)
+    reliability = [failure_result(f, look) for f in failures]
+    results = results + reliability
+    # B found unreliable: that is the answer, whatever more runs would measure.
+    pending = pending and not any(r.verdict == RELIABILITY for r in reliability)
     need = design.looks[look] - n if pending and not final else 0
     results.sort(key=lambda r: (SEVERITY.index(r.verdict), not r.is_primary, r.benchmark,
                                 r.metric, r.statistic))  # fmt: skip
@@ -430,6 +454,48 @@ def _within(repeated: object, r: StatResult, thr: float) -> bool:
     An undefined interval is not inside anything."""
     low, high = repeated if isinstance(repeated, list) else (r.ci_low, r.ci_high)
     return low is not None and high is not None and bool(-thr < low and high < thr)
+
+
+def failure_result(f: BenchmarkFailures, look: int) -> StatResult:
+    """The failure-rate row of one benchmark: Fisher's exact test, one-sided for an excess
+    of kernel failures in B, held to stats.RELIABILITY_ALPHA on its own (not Holm with the
+    metrics, not the sequential boundary: it is conservative, see docs/statistics.md). A
+    significant excess is a reliability regression; otherwise the row carries the counts
+    and the verdict no-meaningful-change, which the comparison's verdict ignores."""
+    t = stats.failure_excess(f.a, f.b)
+    significant = t.p_value <= stats.RELIABILITY_ALPHA
+    warnings = []
+    if significant:
+        warnings.append(f"B's kernel failed {f.b.kernel_failures} of {f.b.attempts} boots, "
+                        f"A's {f.a.kernel_failures} of {f.a.attempts} (Fisher one-sided "
+                        f"p {t.p_value:.2g} <= {stats.RELIABILITY_ALPHA})")  # fmt: skip
+    elif t.rate_a is not None and t.rate_b is not None and t.rate_a > t.rate_b:
+        warnings.append(f"A's kernel failed more often than B's ({f.a.kernel_failures} of "
+                        f"{f.a.attempts} vs {f.b.kernel_failures} of {f.b.attempts}); "
+                        "the test is one-sided and alerts on B only")  # fmt: skip
+
+    def side(c: stats.FailureCounts) -> dict[str, object]:
+        return {"attempts": c.attempts, "ok": c.ok, "kernel_failures": c.kernel_failures,
+                "host_failures": c.host_failures, "by_outcome": dict(c.failures)}  # fmt: skip
+
+    rate_a, rate_b = t.rate_a or 0.0, t.rate_b or 0.0
+    r = StatResult(
+        benchmark=f.benchmark, metric=FAILURE_METRIC, unit="%", statistic=FAILURE_STATISTIC,
+        is_primary=True, look=look, n_a=f.a.attempts, n_b=f.b.attempts,
+        median_a=100 * rate_a, median_b=100 * rate_b, shift=100 * (rate_b - rate_a),
+        ci_low=None, ci_high=None, relative=False, p_value=t.p_value, p_mannwhitney=None,
+        p_median=None, prob_b_gt_a=None, cliffs_delta=None, threshold=0.0,
+        lower_is_better=True, warnings=warnings,
+        details={"test": "fisher-exact, one-sided (B fails more often)",
+                 "p_method": stats.EXACT, "p_permutations": None,
+                 "alpha": stats.RELIABILITY_ALPHA,
+                 "a": side(f.a), "b": side(f.b), "p_boschloo": t.p_boschloo,
+                 "rate_a": t.rate_a, "rate_b": t.rate_b},
+        p_adjusted=t.p_value, adjustment="none",
+        verdict=RELIABILITY if significant else NO_CHANGE,
+    )  # fmt: skip
+    check_reportable(r)
+    return r
 
 
 def non_finite(value: object, path: str = "") -> list[str]:

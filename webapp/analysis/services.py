@@ -9,7 +9,7 @@ from django.db.models import Q
 
 from benchmarks.registry import get as get_benchmark
 from benchmarks.spec import Better, Kind
-from webapp.analysis import calibration, engine
+from webapp.analysis import calibration, engine, stats
 from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.models import Comparison, Measurement, Run
 from webapp.states import Result, State
@@ -19,6 +19,25 @@ from webapp.trees.models import Build
 def counted_runs(comparison: Comparison) -> "Iterable[Run]":
     """Runs that are data: finished ok. Failed, lost and infrastructure-failed runs never are."""
     return comparison.runs.filter(state=State.DONE, result=Result.OK)
+
+
+def failure_counts(comparison: Comparison) -> list[engine.BenchmarkFailures]:
+    """Per benchmark, each side's finished runs by outcome: ok, the kernel's failures and
+    the host's (stats.KERNEL_FAILURES / HOST_FAILURES). Every attempt counts, replaced
+    or not; queued and running ones do not yet."""
+    outcomes: dict[tuple[str, str], list[str]] = defaultdict(list)
+    rows = comparison.runs.filter(state=State.DONE).values_list("benchmark", "side", "result",
+                                                                 "error_code")  # fmt: skip
+    for bench, side, result, code in rows:
+        outcomes[bench, side].append("ok" if result == Result.OK else code or result)
+    return [
+        engine.BenchmarkFailures(
+            name,
+            stats.failure_counts(outcomes[name, "A"]),
+            stats.failure_counts(outcomes[name, "B"]),
+        )
+        for name in comparison.benchmarks
+    ]
 
 
 def metric_inputs(comparison: Comparison) -> list[engine.MetricInput]:
@@ -68,23 +87,46 @@ def analyse_comparison(comparison_id: int, *, allow_few_runs: bool = False) -> e
     """
     comparison = Comparison.objects.get(pk=comparison_id)
     design = design_for(comparison, allow_few_runs=allow_few_runs)
-    analysis = engine.analyse(metric_inputs(comparison), design)
+    analysis = engine.analyse(metric_inputs(comparison), design, failure_counts(comparison))
     with transaction.atomic():
-        kept = []
-        for r in analysis.results:
-            verdict, _ = MetricVerdict.objects.update_or_create(
-                comparison=comparison, benchmark=r.benchmark, metric=r.metric,
-                statistic=r.statistic, defaults=_fields(r),
-            )  # fmt: skip
-            kept.append(verdict.pk)
-        MetricVerdict.objects.filter(comparison=comparison).exclude(pk__in=kept).delete()
+        _store(comparison, analysis.results)
         Comparison.objects.filter(pk=comparison.pk).update(verdict=analysis.verdict)
     return analysis
 
 
+def analyse_failures(comparison: Comparison) -> list[engine.StatResult]:
+    """Test each benchmark's failure rate now (a run slot used up its attempts): store the
+    failure-rate rows, keeping the last look's metric rows, and return them. The caller
+    decides what a reliability regression ends (the orchestrator holds the row lock)."""
+    # The look under way; the floor of runs does not matter to a test on counts.
+    design = design_for(comparison, allow_few_runs=True)
+    look = design.look_at(max(comparison.scheduled_per_side, comparison.min_runs))
+    results = [engine.failure_result(f, look) for f in failure_counts(comparison)]
+    with transaction.atomic():
+        _store(comparison, results, replace_all=False)
+    return results
+
+
+def _store(
+    comparison: Comparison, results: list[engine.StatResult], *, replace_all: bool = True
+) -> None:
+    """Write the results' rows; with replace_all, delete the rows they do not cover."""
+    kept = []
+    for r in results:
+        verdict, _ = MetricVerdict.objects.update_or_create(
+            comparison=comparison, benchmark=r.benchmark, metric=r.metric,
+            statistic=r.statistic, defaults=_fields(r),
+        )  # fmt: skip
+        kept.append(verdict.pk)
+    if replace_all:
+        MetricVerdict.objects.filter(comparison=comparison).exclude(pk__in=kept).delete()
+
+
 def _fields(r: engine.StatResult) -> dict[str, object]:
     shift, low, high = r.shift, r.ci_low, r.ci_high
-    if not r.relative:  # absolute (memory): stored as % of A's median too, for one sortable
+    if r.statistic == engine.FAILURE_STATISTIC:  # rates, in details: no % shift of a median
+        shift = low = high = None
+    elif not r.relative:  # absolute (memory): stored as % of A's median too, for one sortable
         # column; none when A's median is 0 (the absolute shift, in details, stands alone)
         base = r.median_a
         shift, low, high = (None if v is None or base == 0 else 100 * v / base

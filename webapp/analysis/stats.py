@@ -578,3 +578,77 @@ def smallest_detectable_shift(
     """
     z = st.norm.isf(alpha / 2) + st.norm.isf(1 - power)
     return float(z * sd * math.sqrt(1 / n_a + 1 / n_b) / math.sqrt(3 / math.pi))
+
+
+# -- failure rates -----------------------------------------------------------------------
+
+# Run outcomes that are the kernel's doing (STATS.md v2, "failure rates are data"). The
+# host's and the operator's (infra-error, lost, cancelled) say nothing about the kernel:
+# they are counted apart and never enter the test.
+KERNEL_FAILURES = ("panic", "boot-failed", "timeout", "console-overflow", "parse-failed")
+HOST_FAILURES = ("infra-error", "lost", "cancelled")
+# A failure excess is alerted on (the comparison ends reliability-regression) at p <= this.
+RELIABILITY_ALPHA = 0.01
+
+
+@dataclass(frozen=True)
+class FailureCounts:
+    """One side's finished runs of one benchmark, by outcome."""
+
+    ok: int = 0
+    failures: tuple[tuple[str, int], ...] = ()  # (error code, runs), kernel's and host's
+
+    def count(self, codes: Sequence[str]) -> int:
+        return sum(n for code, n in self.failures if code in codes)
+
+    @property
+    def kernel_failures(self) -> int:
+        return self.count(KERNEL_FAILURES)
+
+    @property
+    def host_failures(self) -> int:
+        # Anything not named as the kernel's is not held against it (an unknown code too).
+        return sum(n for code, n in self.failures if code not in KERNEL_FAILURES)
+
+    @property
+    def attempts(self) -> int:
+        """Boots that tell something about the kernel: ok or failed by the kernel."""
+        return self.ok + self.kernel_failures
+
+
+def failure_counts(outcomes: Sequence[str]) -> FailureCounts:
+    """Counts from finished runs' outcomes: "ok" or an error code."""
+    ok = sum(1 for o in outcomes if o == "ok")
+    codes: dict[str, int] = {}
+    for o in outcomes:
+        if o != "ok":
+            codes[o] = codes.get(o, 0) + 1
+    return FailureCounts(ok, tuple(sorted(codes.items())))
+
+
+@dataclass(frozen=True)
+class FailureTest:
+    p_value: float  # Fisher's exact, one-sided: B fails more often than A
+    p_boschloo: float  # Boschloo's exact test, same direction: a cross-check, never the gate
+    rate_a: float | None  # kernel failures / attempts; None with no attempts
+    rate_b: float | None
+
+
+def failure_excess(a: FailureCounts, b: FailureCounts) -> FailureTest:
+    """Is B's kernel-failure rate above A's? Fisher's exact test on the 2x2 table of
+    (kernel failures, ok) per side, one-sided for an excess in B: a B that fails less is
+    not a reliability regression. Exact, so p is a number for any counts (1 when a side
+    has no attempts or nothing failed)."""
+    table = [[b.kernel_failures, b.ok], [a.kernel_failures, a.ok]]
+    if b.kernel_failures == 0 or a.attempts == 0:
+        p = pb = 1.0  # nothing to test: SciPy's answer too, without its degenerate paths
+    else:
+        p = float(st.fisher_exact(table, alternative="greater").pvalue)
+        pb = float(st.boschloo_exact(table, alternative="greater").pvalue)
+        if not math.isfinite(pb):  # degenerate tables (nothing ok on either side)
+            pb = p
+
+    def rate(c: FailureCounts) -> float | None:
+        return c.kernel_failures / c.attempts if c.attempts else None
+
+    return FailureTest(min(p, 1.0), min(pb, 1.0), rate(a), rate(b))

@@ -9,8 +9,11 @@ Every event (a build or a run ended, an analysis finished, the periodic kick) ca
 `advance(id)`, which takes the comparison's row lock, reads what is stored and does the next
 step. It is idempotent, so a duplicate message or a lost one does no harm: the kick re-sends
 tasks the broker lost (a Redis restart), and the claim of each step is a conditional UPDATE.
-A run that did not end ok is never data: it is replaced by a new Run row, up to
-RCUBENCH_RUN_ATTEMPTS per slot, after which the comparison ends as failed with the reason.
+A run that did not end ok is not a measurement, but its outcome is data: the failure
+rates are tested (Fisher) at every look and when a slot used up its attempts. It is
+replaced by a new Run row in a fresh AB/BA pair with a run of the other side, up to
+RCUBENCH_RUN_ATTEMPTS per slot; then the comparison ends ok as reliability-regression if
+B's kernel fails significantly more often than A's, else failed as runs-failed.
 """
 
 import random
@@ -25,7 +28,7 @@ from django.utils import timezone
 from benchmarks.registry import BENCHMARKS, kconfig_for
 from webapp import logs
 from webapp.comparisons.models import Comparison, ComparisonState, Run
-from webapp.comparisons.schedule import abba_slots
+from webapp.comparisons.schedule import abba_slots, replacement_pairs
 from webapp.states import Result, State, finish_step, log_state
 from webapp.trees.models import Build
 from webapp.trees.services import request_build
@@ -90,23 +93,14 @@ def _advance_runs(c: Comparison) -> None:
     runs = list(c.runs.all())
     by_pk = {r.pk: r for r in runs}
     replaced = {r.retry_of_id for r in runs if r.retry_of_id}
-    for run in runs:
-        if run.state != State.DONE or run.result == Result.OK or run.pk in replaced:
-            continue
+    failed = [r for r in runs if r.state == State.DONE and r.result != Result.OK and
+              r.pk not in replaced]  # fmt: skip
+    for run in failed:
         attempts = 1 + _depth(run, by_pk)
         if attempts >= settings.RCUBENCH_RUN_ATTEMPTS:
-            _finish(
-                c,
-                Result.FAILED,
-                Comparison.Error.RUNS_FAILED,
-                f"{run.benchmark} side {run.side}: one run slot failed {attempts} times; "
-                f"last: {run.error_code}: {run.error_message}",
-            )
+            _end_on_failures(c, run, attempts)
             return
-        replacement = _add_run(c, run.benchmark, run.side, retry_of=run)
-        log.info("run replaced", comparison=c.pk, run=run.pk, by=replacement.pk,
-                 attempt=attempts + 1, error=run.error_code)  # fmt: skip
-        runs.append(replacement)
+    runs += _replace_failed(c, runs, failed, by_pk)
     if any(r.state != State.DONE for r in runs):
         _resend_lost_runs(c, runs)
         return
@@ -116,6 +110,73 @@ def _advance_runs(c: Comparison) -> None:
         c.save(update_fields=["state"])
         log_state(c, c.state, runs_per_side=c.scheduled_per_side)
         _send_analysis(c)
+
+
+def _replace_failed(
+    c: Comparison, runs: list[Run], failed: list[Run], by_pk: dict[int, Run]
+) -> list[Run]:
+    """Replace the failed runs a side still needs (its ok and unfinished runs fall short
+    of the look's size), each in a fresh AB or BA pair with a run of the other side, never
+    appended to one side alone: the failure's side and the other then share the stretch
+    of time, as in an ABBA block. A failed extra run of such a pair leaves its side above
+    the look's size and is not replaced; its outcome still counts in the failure rates."""
+    live = Counter((r.benchmark, r.side) for r in runs
+                   if r.state != State.DONE or r.result == Result.OK)  # fmt: skip
+    todo: list[Run] = []
+    for bench, side in sorted({(r.benchmark, r.side) for r in failed}):
+        # The longest chain first: it is a slot of the schedule, not a failed extra run.
+        mine = sorted((r for r in failed if (r.benchmark, r.side) == (bench, side)),
+                      key=lambda r: (-_depth(r, by_pk), r.order))  # fmt: skip
+        todo += mine[: max(c.scheduled_per_side - live[bench, side], 0)]
+    if not todo:
+        return []
+    todo.sort(key=lambda r: r.order)
+    rng = random.Random(f"{c.seed}:retry:{todo[0].pk}")  # noqa: S311  (reproducible order)
+    added = []
+    for pair in replacement_pairs([(r.benchmark, r.side) for r in todo], rng):
+        partner = next((todo[i] for _, _, i in pair if i is not None), None)
+        for bench, side, i in pair:
+            retry_of = None if i is None else todo[i]
+            run = _add_run(c, bench, side, retry_of=retry_of,
+                           pairs_with=None if retry_of else partner)  # fmt: skip
+            if retry_of is not None:
+                log.info("run replaced", comparison=c.pk, run=retry_of.pk, by=run.pk,
+                         attempt=2 + _depth(retry_of, by_pk),
+                         error=retry_of.error_code)  # fmt: skip
+            added.append(run)
+    return added
+
+
+def _end_on_failures(c: Comparison, run: Run, attempts: int) -> None:
+    """A run slot failed RCUBENCH_RUN_ATTEMPTS times. If B's kernel fails significantly
+    more often than A's (Fisher, the failure rates of every finished run), that is the
+    comparison's answer: it ends ok with the verdict reliability-regression, having done
+    its job. Otherwise (host failures, which never count, or an excess the test does not
+    find) it ends failed as runs-failed."""
+    from webapp.analysis.engine import RELIABILITY
+    from webapp.analysis.services import analyse_failures
+
+    slot = (f"{run.benchmark} side {run.side}: one run slot failed {attempts} times; "
+            f"last: {run.error_code}: {run.error_message}")  # fmt: skip
+    results = analyse_failures(c)
+    counts = "; ".join(_failure_summary(r.benchmark, r.details, r.p_value) for r in results)
+    if any(r.verdict == RELIABILITY for r in results):
+        c.verdict = RELIABILITY
+        c.save(update_fields=["verdict"])
+        _finish(c, Result.OK, "", f"{RELIABILITY}: {counts}. Stopped: {slot}")
+    else:
+        _finish(c, Result.FAILED, Comparison.Error.RUNS_FAILED,
+                f"{slot}. Failure rates (not a significant excess in B): {counts}")  # fmt: skip
+
+
+def _failure_summary(benchmark: str, details: dict[str, object], p: float) -> str:
+    def side(name: str) -> str:
+        d = details[name.lower()]
+        if not isinstance(d, dict):
+            raise TypeError(f"failure counts of side {name}: {d!r}")
+        return f"{name} {d['kernel_failures']}/{d['attempts']}"
+
+    return f"{benchmark} kernel failures {side('B')} vs {side('A')}, Fisher p {p:.2g}"
 
 
 def conclude_look(comparison_id: int) -> None:
@@ -197,7 +258,10 @@ def _schedule(c: Comparison, per_side: int) -> None:
     log_state(c, c.state, runs_per_side=c.scheduled_per_side)
 
 
-def _add_run(c: Comparison, benchmark: str, side: str, retry_of: Run | None = None) -> Run:
+def _add_run(
+    c: Comparison, benchmark: str, side: str, retry_of: Run | None = None,
+    pairs_with: Run | None = None,
+) -> Run:  # fmt: skip
     last = Run.objects.filter(comparison=c).aggregate(
         order=Max("order"), index=Max("index", filter=Q(benchmark=benchmark, side=side))
     )
@@ -207,7 +271,11 @@ def _add_run(c: Comparison, benchmark: str, side: str, retry_of: Run | None = No
         order=0 if last["order"] is None else last["order"] + 1,
         dispatched_at=timezone.now(),
     )  # fmt: skip
-    log_state(run, run.state, comparison=c.pk, benchmark=benchmark, side=side, index=run.index)
+    why = {"retry_of": retry_of.pk} if retry_of else {}
+    if pairs_with:  # an extra run beside another side's replacement
+        why["pairs_with_replacement_of"] = pairs_with.pk
+    log_state(run, run.state, comparison=c.pk, benchmark=benchmark, side=side, index=run.index,
+              order=run.order, **why)  # fmt: skip
     dispatch.send_run(run.pk, c.target.queue)
     return run
 
@@ -220,14 +288,15 @@ def _depth(run: Run, by_pk: dict[int, Run]) -> int:
 
 
 def _finish(c: Comparison, result: str, error_code: str, message: str) -> None:
-    if result != Result.OK:  # runs not finished are not data any more
-        unfinished = list(c.runs.filter(state__in=[State.QUEUED, State.RUNNING]))
-        for run in unfinished:
-            finish_step(
-                run, unfinished=(State.QUEUED, State.RUNNING), result=Result.INCOMPLETE,
-                error_code=Run.Error.CANCELLED, error_message=f"comparison ended: {error_code}",
-                context={"comparison": c.pk},
-            )  # fmt: skip
+    # Runs not finished are not data any more (an ok end with some: a reliability stop).
+    unfinished = list(c.runs.filter(state__in=[State.QUEUED, State.RUNNING]))
+    for run in unfinished:
+        finish_step(
+            run, unfinished=(State.QUEUED, State.RUNNING), result=Result.INCOMPLETE,
+            error_code=Run.Error.CANCELLED,
+            error_message=f"comparison ended: {error_code or c.verdict}",
+            context={"comparison": c.pk},
+        )  # fmt: skip
     finish_step(c, unfinished=ACTIVE, result=result, error_code=error_code, error_message=message)
 
 

@@ -33,3 +33,25 @@ def abba_slots(benchmarks: Sequence[str], per_side: int, rng: random.Random) -> 
             if k < len(own):
                 slots.extend(own[k])
     return slots
+
+
+Replacement = tuple[str, str, int | None]  # (benchmark, side, which failed run it replaces)
+
+
+def replacement_pairs(failed: Sequence[Slot], rng: random.Random) -> list[list[Replacement]]:
+    """Fresh AB or BA pairs (the half-block the schedule ends an odd count with) for the
+    replacements of failed runs, so a replacement runs beside a run of the other side
+    instead of alone at the end. failed[i] is the slot of the i-th run to replace; in the
+    output a replacement carries i, an extra run of the other side None. An A and a B
+    replacement of one benchmark share a pair; a lone one gets the extra run."""
+    pairs: list[list[Replacement]] = []
+    for bench in dict.fromkeys(b for b, _ in failed):
+        todo = {s: [i for i, slot in enumerate(failed) if slot == (bench, s)] for s in "AB"}
+        for k in range(max(len(todo["A"]), len(todo["B"]))):
+            pair: list[Replacement] = [
+                (bench, s, todo[s][k] if k < len(todo[s]) else None) for s in "AB"
+            ]
+            if rng.random() < 0.5:
+                pair.reverse()
+            pairs.append(pair)
+    return pairs

@@ -326,3 +326,49 @@ def test_a_permutation_p_below_its_resolution_must_be_marked(rng):
     E.check_reportable(marked)
     with pytest.raises(E.UnreportableResult, match="does not say how p was obtained"):
         E.check_reportable(dataclasses.replace(r, details={}))
+
+
+# --- failure rates ----------------------------------------------------------------------
+
+
+def _failures(bench="boot-time", fa=0, fb=0, n=24, code="panic"):
+    def side(f):
+        return stats.FailureCounts(n - f, ((code, f),) if f else ())
+
+    return E.BenchmarkFailures(bench, side(fa), side(fb))
+
+
+def test_a_failure_excess_in_b_is_the_comparisons_verdict_whatever_the_metrics_say(rng):
+    # The metric asks for the next look (1% shift); 0/24 vs 7/24 panics answers first.
+    res = E.analyse([_metric(rng, shift=0.01)], _design(), [_failures(fb=7)])
+    assert (res.verdict, res.need_more_runs) == (E.RELIABILITY, 0)
+    first = res.results[0]  # reliability leads the report order
+    assert (first.metric, first.statistic, first.verdict) == (
+        "failure_rate",
+        "fisher",
+        E.RELIABILITY,
+    )
+    assert first.p_value == pytest.approx(math.comb(24, 7) / math.comb(48, 7), rel=1e-12)
+    assert first.details["b"] == {"attempts": 24, "ok": 17, "kernel_failures": 7,
+                                  "host_failures": 0, "by_outcome": {"panic": 7}}  # fmt: skip
+    assert first.details["p_method"] == "exact"
+    assert any("B's kernel failed 7 of 24 boots" in w for w in first.warnings)
+    assert E.SEVERITY[0] == E.RELIABILITY
+
+
+def test_6_of_24_failures_are_not_flagged_at_fisher_001_and_leave_the_verdict_alone(rng):
+    res = E.analyse([_metric(rng, shift=0.10)], _design(), [_failures(fb=6)])
+    row = next(r for r in res.results if r.statistic == "fisher")
+    assert row.p_value == pytest.approx(0.010968, abs=1e-6)  # C(24,6)/C(48,6): just above .01
+    assert row.verdict == E.NO_CHANGE
+    assert res.verdict == E.REGRESSION  # the metric's, not the failure row's
+
+
+def test_host_failures_never_count_against_the_kernel(rng):
+    res = E.analyse([_metric(rng, shift=0.0, cv=0.003)], _design(),
+                    [_failures(fb=12, code="infra-error")])  # fmt: skip
+    row = next(r for r in res.results if r.statistic == "fisher")
+    assert (row.verdict, row.p_value, row.n_b) == (E.NO_CHANGE, 1.0, 12)
+    assert row.details["b"] == {"attempts": 12, "ok": 12, "kernel_failures": 0,
+                                "host_failures": 12, "by_outcome": {"infra-error": 12}}  # fmt: skip
+    assert res.verdict == E.NO_CHANGE

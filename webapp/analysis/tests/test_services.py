@@ -37,7 +37,7 @@ def _boot_time_runs(comparison, n, shift, rng, *, failed=0):
     for k in range(failed):
         RunFactory.create(comparison=comparison, benchmark="boot-time", side="B", index=n + k,
                           order=order + k, state="done", result="failed",
-                          error_code="parse-error")  # fmt: skip
+                          error_code="parse-failed")  # fmt: skip
 
 
 def test_analysis_stores_one_verdict_per_statistic_and_is_idempotent():
@@ -46,8 +46,16 @@ def test_analysis_stores_one_verdict_per_statistic_and_is_idempotent():
     _boot_time_runs(comparison, 24, 0.10, rng, failed=2)
     analysis = analyse_comparison(comparison.pk)
     assert analysis.need_more_runs == 0
-    rows = MetricVerdict.objects.filter(comparison=comparison)
+    every = MetricVerdict.objects.filter(comparison=comparison)
+    failures = every.get(metric="failure_rate")
+    rows = every.exclude(metric="failure_rate")
     assert sorted(rows.values_list("metric", flat=True)) == sorted(BOOT_METRICS)
+    # The 2 parse failures count against B's kernel, but 2 of 26 against 0 of 24 is no
+    # significant excess: the row carries the counts and does not touch the verdict.
+    assert (failures.verdict, failures.n_a, failures.n_b) == ("no-meaningful-change", 24, 26)
+    assert failures.details["b"]["by_outcome"] == {"parse-failed": 2}
+    # Fisher one-sided: both failures fall on B's 26 of the 50 attempts, C(26,2)/C(50,2).
+    assert failures.p_value == pytest.approx(26 * 25 / (50 * 49), rel=1e-12)
     primary = rows.get(is_primary=True)
     assert (primary.metric, primary.statistic, primary.verdict) == (
         "kernel_to_init_ms",
@@ -62,7 +70,7 @@ def test_analysis_stores_one_verdict_per_statistic_and_is_idempotent():
     assert rows.get(metric="rcu_normal").verdict == "no-meaningful-change"  # constant: p 1
     assert Comparison.objects.get(pk=comparison.pk).verdict == "regression"
     analyse_comparison(comparison.pk)
-    assert MetricVerdict.objects.filter(comparison=comparison).count() == len(BOOT_METRICS)
+    assert MetricVerdict.objects.filter(comparison=comparison).count() == len(BOOT_METRICS) + 1
 
 
 def test_too_few_runs_stores_nothing():
@@ -109,7 +117,11 @@ def test_a_zero_p99_side_is_stored_as_none_with_the_reason_not_rejected():
             samples = [0.0] * 50 if side == "A" else rng.lognormal(math.log(6), 0.1, 50)
             MeasurementFactory.create(run=run, samples=[float(v) for v in samples])
     analyse_comparison(comparison.pk)
-    rows = {v.statistic: v for v in MetricVerdict.objects.filter(comparison=comparison)}
+    rows = {
+        v.statistic: v
+        for v in MetricVerdict.objects.filter(comparison=comparison)
+        if v.statistic != "fisher"
+    }
     assert set(rows) == {"p50", "mean", "p90", "p99", "max"}
     for name in ("p99", "max"):
         v = rows[name]
@@ -129,7 +141,7 @@ def test_stored_rows_carry_the_sign_test_moods_p_and_how_p_was_obtained():
     comparison = ComparisonFactory.create(benchmarks=["boot-time"])
     _boot_time_runs(comparison, 24, 0.10, rng)
     analyse_comparison(comparison.pk)
-    rows = MetricVerdict.objects.filter(comparison=comparison)
+    rows = MetricVerdict.objects.filter(comparison=comparison).exclude(statistic="fisher")
     primary = rows.get(is_primary=True)
     sign = primary.details["sign_test"]
     assert (sign["k"], sign["n"], sign["ties"], sign["above_is"]) == (24, 24, 0, "worse")

@@ -2,6 +2,7 @@
 end here by writing their rows as the workers do; the real workers, builds and boots drive
 it in test_end_to_end.py."""
 
+import math
 import random
 from collections import Counter
 from datetime import timedelta
@@ -12,7 +13,7 @@ from django.utils import timezone
 
 from webapp.comparisons import orchestrator
 from webapp.comparisons.models import Comparison, Measurement, Run
-from webapp.comparisons.schedule import abba_slots
+from webapp.comparisons.schedule import abba_slots, replacement_pairs
 from webapp.comparisons.services import _end_run
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
 from webapp.factories import TreeFactory
@@ -42,6 +43,24 @@ def test_abba_odd_count_ends_with_a_pair_and_is_reproducible():
     assert slots == abba_slots(["x"], 3, random.Random(7))
     with pytest.raises(ValueError, match="per_side"):
         abba_slots(["x"], 0, random.Random(0))
+
+
+def test_replacement_pairs_put_each_replacement_beside_the_other_side():
+    failed = [("x", "B"), ("x", "B"), ("y", "A"), ("x", "A")]
+    pairs = replacement_pairs(failed, random.Random(3))
+    assert pairs == replacement_pairs(failed, random.Random(3))  # reproducible
+    for pair in pairs:
+        assert sorted(side for _, side, _ in pair) == ["A", "B"]
+        assert len({bench for bench, _, _ in pair}) == 1
+    # Every failed run replaced once; x's A and B replacements share a pair, the others
+    # get an extra run of the other side (None).
+    assert sorted(i for pair in pairs for _, _, i in pair if i is not None) == [0, 1, 2, 3]
+    assert sum(i is None for pair in pairs for _, _, i in pair) == 2
+    orders = {
+        tuple(side for _, side, _ in pair)
+        for pair in replacement_pairs(failed * 8, random.Random(1))
+    }
+    assert orders == {("A", "B"), ("B", "A")}  # no side always first
 
 
 # --- submission ---------------------------------------------------------------------------
@@ -162,29 +181,151 @@ def _finish_run(run: Run, result: str = "ok", code: str = "", samples: list[floa
     orchestrator.advance(run.comparison_id)
 
 
-def test_a_failed_run_is_replaced_by_a_new_row_and_never_counted(few_runs):
+def _new_runs(c: Comparison, after: int) -> list[Run]:
+    return list(c.runs.filter(order__gt=after).order_by("order"))
+
+
+def test_a_failed_run_is_replaced_in_a_fresh_pair_with_a_run_of_the_other_side(few_runs):
     c = _running()
     first = c.runs.get(order=0)
+    other = "B" if first.side == "A" else "A"
     _finish_run(first, "failed", "panic")
+    pair = _new_runs(c, after=7)
+    # A fresh AB or BA pair at the end of the schedule, never the failed side alone.
+    assert [r.order for r in pair] == [8, 9]
+    assert sorted(r.side for r in pair) == ["A", "B"]
     replacement = Run.objects.get(retry_of=first)
+    (extra,) = [r for r in pair if r.pk != replacement.pk]
     assert (replacement.side, replacement.benchmark, replacement.state) == (
         first.side, first.benchmark, "queued",
     )  # fmt: skip
-    assert replacement.order == 8  # at the end of the schedule
+    assert (extra.side, extra.benchmark, extra.retry_of_id) == (other, first.benchmark, None)
     assert replacement.index == 4  # a new slot of its side: the failed one stays as it ended
     first.refresh_from_db()
     assert (first.result, first.error_code) == ("failed", "panic")
+    orchestrator.advance(c.pk)  # a duplicate event adds nothing
+    assert [r.pk for r in _new_runs(c, after=7)] == [r.pk for r in pair]
 
 
-def test_a_slot_failing_every_attempt_ends_the_comparison(few_runs):
+def test_failures_on_both_sides_share_one_pair_and_a_failed_extra_run_is_not_replaced(few_runs):
+    c = _running()
+    a = c.runs.get(order=0)
+    b = c.runs.exclude(side=a.side).order_by("order").first()
+    assert b is not None
+    for run in (a, b):  # both end before the orchestrator looks
+        Run.objects.filter(pk=run.pk).update(state=State.RUNNING)
+        run.refresh_from_db()
+        assert _end_run(run, "failed", "timeout", "timeout happened")
+    orchestrator.advance(c.pk)
+    pair = _new_runs(c, after=7)
+    assert sorted((r.side, r.retry_of_id) for r in pair) == sorted(
+        [(a.side, a.pk), (b.side, b.pk)]
+    )  # no extra run: each replacement is the other's partner
+    # A lone failure brings an extra run of the other side; if that one fails, its side
+    # still has its look's runs: nothing replaces it (its failure is counted, though).
+    _finish_run(pair[0], "failed", "panic")
+    replacement, extra = sorted(_new_runs(c, after=9), key=lambda r: r.retry_of_id is None)
+    assert replacement.retry_of_id == pair[0].pk
+    _finish_run(extra, "failed", "boot-failed")
+    assert not _new_runs(c, after=11)
+    assert not Run.objects.filter(retry_of=extra).exists()
+
+
+@pytest.mark.parametrize(("result", "code"), [("failed", "timeout"), ("incomplete", "infra-error"),
+                                              ("incomplete", "lost")])  # fmt: skip
+def test_a_slot_failing_every_attempt_without_a_significant_excess_ends_runs_failed(
+    few_runs, result, code
+):
     c = _running()
     run = c.runs.get(order=0)
     for _ in range(3):
-        _finish_run(run, "failed", "timeout")
+        _finish_run(run, result, code)
         run = Run.objects.filter(retry_of=run).first() or run
     c.refresh_from_db()
     assert (c.state, c.result, c.error_code) == ("done", "failed", "runs-failed")
-    assert "failed 3 times; last: timeout: timeout happened" in c.error_message
+    assert f"failed 3 times; last: {code}: {code} happened" in c.error_message
+    assert "not a significant excess in B" in c.error_message
+    assert not c.runs.filter(state__in=["queued", "running"]).exists()  # the rest cancelled
+    assert c.verdicts.get(metric="failure_rate").verdict == "no-meaningful-change"
+
+
+def _b_fails(c: Comparison, rng: np.random.Generator, fail, result="failed") -> None:
+    """Finish every queued run in schedule order until none is left or the comparison
+    ends: A always ok, B as `fail(run)` says (an error code, or "" for ok)."""
+    while c.state == "running" and (run := c.runs.filter(state="queued").order_by("order").first()):
+        code = fail(run) if run.side == "B" else ""
+        if code:
+            _finish_run(run, result, code)
+        else:
+            _finish_run(run, samples=_samples(rng, 1.0))
+        c.refresh_from_db()
+
+
+@pytest.fixture
+def look_of_24(few_runs):
+    """24 runs per side (the design's floor), one look."""
+    return _running(min_runs=24, max_runs=24)
+
+
+def test_a_kernel_failing_7_of_31_boots_ends_reliability_regression_with_the_counts(look_of_24):
+    c, rng = look_of_24, np.random.default_rng(15)
+    bad = set(c.runs.filter(side="B").order_by("order").values_list("pk", flat=True)[:7])
+    _b_fails(c, rng, lambda run: "panic" if run.pk in bad else "")
+    assert c.state == "analysing"
+    orchestrator.conclude_look(c.pk)
+    c.refresh_from_db()
+    assert (c.state, c.result, c.error_code, c.verdict) == (
+        "done", "ok", "", "reliability-regression",
+    )  # fmt: skip
+    row = c.verdicts.get(metric="failure_rate", statistic="fisher")
+    assert (row.verdict, row.is_primary, row.n_a, row.n_b) == (
+        "reliability-regression",
+        True,
+        31,
+        31,
+    )
+    assert row.details["b"]["by_outcome"] == {"panic": 7}
+    assert row.details["a"]["kernel_failures"] == 0
+    # Each failure's replacement came with an A run: 31 ok on A, 24 ok + 7 panics on B.
+    assert row.p_value == pytest.approx(math.comb(31, 7) / math.comb(62, 7), rel=1e-9)  # 0.0053
+
+
+def test_host_failures_never_count_and_the_metrics_decide(look_of_24):
+    c, rng = look_of_24, np.random.default_rng(16)
+    bad = set(c.runs.filter(side="B").order_by("order").values_list("pk", flat=True)[:8])
+    _b_fails(c, rng, lambda run: ("infra-error", "lost")[run.index % 2] if run.pk in bad else "",
+             result="incomplete")  # fmt: skip
+    orchestrator.conclude_look(c.pk)
+    c.refresh_from_db()
+    assert (c.state, c.result) == ("done", "ok")
+    assert c.verdict != "reliability-regression"
+    row = c.verdicts.get(metric="failure_rate")
+    assert (row.verdict, row.p_value, row.n_b) == ("no-meaningful-change", 1.0, 24)
+    assert row.details["b"]["host_failures"] == 8
+    assert row.details["b"]["kernel_failures"] == 0
+
+
+def test_a_slot_used_up_by_a_kernel_that_keeps_failing_ends_reliability_regression(look_of_24):
+    c, rng = look_of_24, np.random.default_rng(17)
+    b_runs = list(c.runs.filter(side="B").order_by("order"))
+    bad = {r.pk for r in b_runs[:6]}
+    chain = {b_runs[0].pk}  # this slot panics at every attempt
+
+    def fail(run: Run) -> str:
+        if run.retry_of_id in chain:
+            chain.add(run.pk)
+            return "panic"
+        return "panic" if run.pk in bad else ""
+
+    _b_fails(c, rng, fail)
+    assert (c.state, c.result, c.error_code, c.verdict) == (
+        "done", "ok", "", "reliability-regression",
+    )  # fmt: skip
+    assert c.error_message.startswith(
+        "reliability-regression: sync-rcu-latency kernel failures B 8/"
+    )
+    assert "Stopped: sync-rcu-latency side B: one run slot failed 3 times" in c.error_message
+    assert c.verdicts.get(metric="failure_rate").verdict == "reliability-regression"
     assert not c.runs.filter(state__in=["queued", "running"]).exists()  # the rest cancelled
 
 
