@@ -206,6 +206,17 @@ RCUBENCH_VM_KVM = env.bool("RCUBENCH_VM_KVM", default=False)
 # database keeps at most RCUBENCH_CONSOLE_KEEP_BYTES of one (its head and tail).
 RCUBENCH_CONSOLE_MAX_BYTES = env.int("RCUBENCH_CONSOLE_MAX_BYTES", default=16 * 2**20)
 RCUBENCH_CONSOLE_KEEP_BYTES = env.int("RCUBENCH_CONSOLE_KEEP_BYTES", default=2**20)
+# A run is flagged contended when other processes used more than this share of the host's
+# CPU time while it ran (workers/vm/hostload.py). Measured on a 2-core TCG host during a
+# sync-rcu-latency boot: idle 0.00-0.03; beside one busy loop (`yes > /dev/null`, or Python's
+# `while True: pass`) 0.47-0.55, a whole core.
+RCUBENCH_CONTENTION_SHARE = env.float("RCUBENCH_CONTENTION_SHARE", default=0.25)
+# The report warns when the share of contended data runs differs between sides by more.
+RCUBENCH_CONTENTION_IMBALANCE = env.float("RCUBENCH_CONTENTION_IMBALANCE", default=0.1)
+# Pin the guest's vCPUs and emulator to host CPUs of their own where the host has more than
+# vCPUs + 1 (libvirt cputune). Off where several bench workers share one host: each would
+# pin its guests to the same CPUs.
+RCUBENCH_VM_PIN = env.bool("RCUBENCH_VM_PIN", default=True)
 
 # --- comparisons (webapp/comparisons/orchestrator.py) ---
 # Where the web app is reached: report URLs printed by `./manage.py compare` and in mail.

@@ -189,6 +189,25 @@ class Run(TrackedStep):
     ready_seconds = models.FloatField(
         null=True, blank=True, help_text="VM start to the guest's ready marker."
     )
+    # What else the host did during the run (workers/vm/hostload.py); null: not measured.
+    host_busy_share = models.FloatField(
+        null=True, blank=True,
+        help_text="Other processes' CPU time / (run seconds x host CPUs), the run's QEMU excluded.",
+    )  # fmt: skip
+    host_steal_share = models.FloatField(
+        null=True, blank=True, help_text="CPU time stolen from the host / (seconds x host CPUs)."
+    )
+    host_load_avg = models.FloatField(
+        null=True, blank=True, help_text="The host's 1-minute load average at the run's end."
+    )
+    contended = models.BooleanField(
+        null=True, blank=True,
+        help_text="host_busy_share above RCUBENCH_CONTENTION_SHARE when the run ended.",
+    )  # fmt: skip
+    pinned = models.BooleanField(
+        null=True, blank=True,
+        help_text="The guest's vCPUs and emulator had host CPUs of their own (libvirt cputune).",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["comparison", "order"]

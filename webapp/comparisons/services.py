@@ -21,6 +21,7 @@ from workers.vm import outcomes, runner
 
 if TYPE_CHECKING:
     from benchmarks.registry import Benchmark
+    from workers.vm.hostload import HostLoad
 
 # An error message is one line of a page, not a second console.
 _MESSAGE_MAX = 2000
@@ -103,6 +104,7 @@ def execute_run(run_id: int) -> Run | None:
             run_timeout=settings.RCUBENCH_BENCH_TIMEOUT_SECONDS,
             on_poll=_while_running(run.pk),
             console_max_bytes=settings.RCUBENCH_CONSOLE_MAX_BYTES,
+            pin=settings.RCUBENCH_VM_PIN,
         )
     except RunEnded:
         return None  # cancelled or reaped meanwhile: the VM is destroyed, nothing stored
@@ -118,6 +120,7 @@ def record_outcome(run: Run, bench: "Benchmark", out: runner.VMOutcome) -> Run |
 
     run.console_log = storable(runner.clip(out.console, settings.RCUBENCH_CONSOLE_KEEP_BYTES))
     run.wall_seconds, run.ready_seconds = out.wall_seconds, out.ready_seconds
+    _set_host_load(run, out.host)
     outcome, reason = out.outcome, out.reason
     cap = settings.RCUBENCH_CONSOLE_MAX_BYTES
     if outcome == outcomes.OK and len(runner.console_bytes(out.console)) > cap:
@@ -149,6 +152,17 @@ def record_outcome(run: Run, bench: "Benchmark", out: runner.VMOutcome) -> Run |
     return run
 
 
+def _set_host_load(run: Run, host: "HostLoad | None") -> None:
+    """What else the host did during the run, and whether that makes it contended (any
+    outcome: a timeout under a busy host says something too)."""
+    if host is None:
+        return
+    run.host_busy_share, run.host_steal_share = host.busy_share, host.steal_share
+    run.host_load_avg, run.pinned = host.load_avg, host.pinned
+    if host.busy_share is not None:
+        run.contended = host.busy_share > settings.RCUBENCH_CONTENTION_SHARE
+
+
 class RunEnded(Exception):
     """The run was ended by someone else (cancelled, or reaped as lost) while it ran."""
 
@@ -171,14 +185,29 @@ def _while_running(run_id: int) -> "Callable[[], None]":
     return poll
 
 
+_HOST_FIELDS = ("host_busy_share", "host_steal_share", "host_load_avg", "contended", "pinned")
+
+
+def _host_context(run: Run) -> dict[str, object]:
+    """The host's load for the run's log line, rounded to what it means."""
+    if run.host_busy_share is None and run.host_steal_share is None:
+        return {}
+    busy, steal = run.host_busy_share, run.host_steal_share
+    return {
+        "host_busy_share": None if busy is None else round(busy, 3),
+        "host_steal_share": None if steal is None else round(steal, 3),
+        "host_load_avg": run.host_load_avg, "contended": run.contended, "pinned": run.pinned,
+    }  # fmt: skip
+
+
 def _end_run(run: Run, result: str, error_code: str, message: str) -> Run | None:
     """Record the run's end, only if it is still running: a run cancelled or reaped
     meanwhile keeps that ending (ingestion is idempotent; a late result is dropped)."""
     ended = finish_step(
         run, unfinished=(State.RUNNING,), result=result, error_code=error_code,
         error_message=storable(message)[:_MESSAGE_MAX],  # reasons quote the console
-        context={"comparison": run.comparison_id},
+        context={"comparison": run.comparison_id, **_host_context(run)},
         console_log=run.console_log, wall_seconds=run.wall_seconds,
-        ready_seconds=run.ready_seconds,
+        ready_seconds=run.ready_seconds, **{f: getattr(run, f) for f in _HOST_FIELDS},
     )  # fmt: skip
     return run if ended else None

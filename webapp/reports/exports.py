@@ -11,7 +11,7 @@ from typing import Any
 
 from webapp.comparisons.models import Comparison, Measurement
 from webapp.reports.reproducer import reproducer
-from webapp.reports.services import header, report_url, verdict_rows
+from webapp.reports.services import header, reliability_rows, report_url, verdict_rows
 
 SAMPLE_COLUMNS = ("comparison_id", "benchmark", "metric", "unit", "side", "run_index",
                   "run_order", "run_result", "sample_index", "value")  # fmt: skip
@@ -67,6 +67,19 @@ def verdict_dicts(c: Comparison) -> list[dict[str, object]]:
     ]  # fmt: skip
 
 
+def reliability_dicts(c: Comparison) -> list[dict[str, object]]:
+    """Per benchmark: each side's attempts, ok, kernel failures (by outcome) and host
+    failures, and the last failure-rate test (Fisher one-sided p, Boschloo's p beside it,
+    alpha, verdict; None and "" before the first)."""
+    return [
+        {"benchmark": r.benchmark, "a": asdict(r.sides[0]), "b": asdict(r.sides[1]),
+         "p_value": r.p_value, "p_method": "exact" if r.p_value is not None else None,
+         "test": "fisher-exact, one-sided (B fails more often)", "p_boschloo": r.p_boschloo,
+         "alpha": r.alpha, "verdict": r.verdict}
+        for r in reliability_rows(c)
+    ]  # fmt: skip
+
+
 def json_chunks(c: Comparison) -> Iterator[str]:
     """The comparison as one JSON object: header, verdicts, reproducer, and the raw samples
     as {"columns": [...], "rows": [[...], ...]} (compact: millions of rows), streamed."""
@@ -74,6 +87,7 @@ def json_chunks(c: Comparison) -> Iterator[str]:
         "comparison": asdict(header(c)),
         "report_url": report_url(c),
         "verdicts": verdict_dicts(c),
+        "reliability": reliability_dicts(c),
         "reproducer": reproducer(c),
     }
     opening = json.dumps(_finite(head), default=_json_default, allow_nan=False)

@@ -6,6 +6,7 @@ reproducer command is in reproducer.py, the CSV and JSON downloads in exports.py
 """
 
 import gzip
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,15 +16,17 @@ from typing import Any
 import plotly
 import plotly.io as pio
 import plotly.offline
+from django.conf import settings
 from django.db.models import Count, QuerySet
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from benchmarks import registry
 from benchmarks.spec import BenchmarkSpec, Kind
-from webapp.analysis.engine import SEVERITY
+from webapp.analysis.engine import FAILURE_STATISTIC, SEVERITY
 from webapp.analysis.models import MetricVerdict
-from webapp.analysis.services import counted_runs
+from webapp.analysis.services import counted_runs, failure_counts
+from webapp.analysis.stats import RELIABILITY_ALPHA, FailureCounts
 from webapp.comparisons.models import Comparison, ComparisonState, Measurement, Run, Target
 from webapp.reports import figures
 from webapp.reports.reproducer import public_url
@@ -98,6 +101,20 @@ class SideRuns:
     incomplete: int = 0
     unfinished: int = 0  # queued or running
     errors: dict[str, int] = field(default_factory=dict)  # error code -> runs
+    # The host during the data runs (ok): how many have a record of other processes' CPU
+    # share, how many of those were contended, their median share; and how many were pinned.
+    measured: int = 0
+    contended: int = 0
+    median_busy_share: float | None = None
+    pinned: int = 0
+
+    @property
+    def contended_fraction(self) -> float | None:
+        return self.contended / self.measured if self.measured else None
+
+    @property
+    def median_busy(self) -> str:
+        return "\u2013" if self.median_busy_share is None else f"{self.median_busy_share:.1%}"
 
 
 @dataclass(frozen=True)
@@ -133,6 +150,8 @@ class Header:
     kernels: tuple[KernelFacts, KernelFacts]
     target: TargetFacts
     runs: tuple[SideRuns, SideRuns]
+    contention_warning: str = ""  # contention differs between the sides' data runs
+    contention_share: float = 0.0  # RCUBENCH_CONTENTION_SHARE, for the legend
 
     @property
     def done(self) -> bool:
@@ -144,6 +163,7 @@ class Header:
 
 
 def header(c: Comparison) -> Header:
+    runs = run_counts(c)
     return Header(
         id=c.pk, state=c.state, result=c.result, error_code=c.error_code,
         error_message=c.error_message, verdict=c.verdict, benchmarks=list(c.benchmarks),
@@ -153,7 +173,9 @@ def header(c: Comparison) -> Header:
         finished_at=c.finished_at,
         kernels=(_kernel("A", c.revision_a, c.build_a, c.cmdline_a),
                  _kernel("B", c.revision_b, c.build_b, c.cmdline_b)),
-        target=_target(c.target), runs=run_counts(c),
+        target=_target(c.target), runs=runs,
+        contention_warning=contention_warning(*runs, settings.RCUBENCH_CONTENTION_IMBALANCE),
+        contention_share=settings.RCUBENCH_CONTENTION_SHARE,
     )  # fmt: skip
 
 
@@ -203,15 +225,46 @@ def run_counts(c: Comparison) -> tuple[SideRuns, SideRuns]:
         if row["error_code"]:
             errors[side][row["error_code"]] += n
 
+    shares: dict[str, list[float]] = {"A": [], "B": []}
+    contended: Counter[str] = Counter()
+    pinned: Counter[str] = Counter()
+    data = c.runs.filter(state=State.DONE, result=Result.OK)
+    for side, share, flagged, pin in data.values_list(
+        "side", "host_busy_share", "contended", "pinned"
+    ).order_by():
+        if share is not None:
+            shares[side].append(share)
+            contended[side] += bool(flagged)
+        pinned[side] += bool(pin)
+
     def side_runs(side: str) -> SideRuns:
         n = counts[side]
         return SideRuns(
             side, total=n["total"], ok=n[Result.OK], failed=n[Result.FAILED],
             incomplete=n[Result.INCOMPLETE], unfinished=n["unfinished"],
-            errors=dict(sorted(errors[side].items())),
+            errors=dict(sorted(errors[side].items())), measured=len(shares[side]),
+            contended=contended[side], pinned=pinned[side],
+            median_busy_share=statistics.median(shares[side]) if shares[side] else None,
         )  # fmt: skip
 
     return side_runs("A"), side_runs("B")
+
+
+def contention_warning(a: SideRuns, b: SideRuns, imbalance: float) -> str:
+    """A warning when the share of contended data runs differs between the sides by more
+    than `imbalance`: the host, not the kernel, may then explain a shift (v2 spec: such a
+    difference holds regression/improvement verdicts until more quiet runs are in; that
+    rule is the analysis engine's, this is what the report says)."""
+    fa, fb = a.contended_fraction, b.contended_fraction
+    if fa is None or fb is None or abs(fa - fb) <= imbalance:
+        return ""
+    return (
+        f"Host contention differs between the sides: {a.contended} of A's {a.measured} "
+        f"and {b.contended} of B's {b.measured} measured data runs were contended (other "
+        f"processes used more than {settings.RCUBENCH_CONTENTION_SHARE:.0%} of the host's "
+        f"CPU time), more than {imbalance:.0%} apart. A shift between A and B may come from "
+        f"the host rather than the kernel; a regression or improvement needs more quiet runs."
+    )
 
 
 # --- verdicts -------------------------------------------------------------------------
@@ -345,9 +398,10 @@ def p_method_legend(rows: list[VerdictRow]) -> str:
 
 
 def verdict_rows(c: Comparison) -> list[VerdictRow]:
-    """The verdicts, the most severe first (the engine's report order), primary first."""
+    """The metrics' verdicts, the most severe first (the engine's report order), primary
+    first. The failure-rate rows are in reliability_rows."""
     rows = []
-    for v in MetricVerdict.objects.filter(comparison=c):
+    for v in MetricVerdict.objects.filter(comparison=c).exclude(statistic=FAILURE_STATISTIC):
         unit = str(v.details.get("unit") or _spec_unit(v.benchmark, v.metric))
         rows.append(VerdictRow(v, unit, bool(v.details.get("relative", True))))
     rows.sort(key=lambda r: _verdict_key(r.verdict))
@@ -383,6 +437,73 @@ def _num(x: float | None) -> str:
 
 def _p(p: float | None) -> str:
     return "n/a" if p is None else f"{p:.3g}"
+
+
+# --- reliability ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SideFailures:
+    side: str
+    attempts: int  # ok + the kernel's failures: what the test counts
+    ok: int
+    kernel_failures: int
+    host_failures: int  # infra-error, lost, cancelled: not the kernel's, not tested
+    by_outcome: dict[str, int]  # every failure code, the kernel's and the host's
+
+    @property
+    def rate(self) -> str:
+        return f"{100 * self.kernel_failures / self.attempts:.3g}%" if self.attempts else "n/a"
+
+
+@dataclass(frozen=True)
+class ReliabilityRow:
+    """One benchmark's failure counts now, and the last Fisher test of them (at a look, or
+    when a run slot used up its attempts); None and "" before the first."""
+
+    benchmark: str
+    sides: tuple[SideFailures, SideFailures]
+    p_value: float | None  # Fisher's exact, one-sided: B fails more often
+    p_boschloo: float | None  # the unconditional exact test, shown, not deciding
+    alpha: float
+    verdict: str
+    tested_on: str  # the attempts the stored test counted, when they differ from now's
+
+    @property
+    def p(self) -> str:
+        return _p(self.p_value)
+
+    @property
+    def boschloo(self) -> str:
+        return _p(self.p_boschloo)
+
+
+def _side_failures(side: str, f: FailureCounts) -> SideFailures:
+    return SideFailures(side, f.attempts, f.ok, f.kernel_failures, f.host_failures,
+                        dict(f.failures))  # fmt: skip
+
+
+def reliability_rows(c: Comparison) -> list[ReliabilityRow]:
+    """Per benchmark and side: attempts, ok, the kernel's failures by outcome, the host's,
+    with the stored failure-rate test (STATS.md v2: failure rates are data)."""
+    tested = {v.benchmark: v for v in
+              MetricVerdict.objects.filter(comparison=c, statistic=FAILURE_STATISTIC)}  # fmt: skip
+    rows = []
+    for f in failure_counts(c):
+        v = tested.get(f.benchmark)
+        sides = (_side_failures("A", f.a), _side_failures("B", f.b))
+        tested_on = ""
+        if v is not None and (v.n_a, v.n_b) != (f.a.attempts, f.b.attempts):
+            tested_on = f"tested on {v.n_a} (A) and {v.n_b} (B) attempts, at look {v.look}"
+        d = v.details if v is not None else {}
+        p_boschloo, alpha = d.get("p_boschloo"), d.get("alpha", RELIABILITY_ALPHA)
+        rows.append(ReliabilityRow(
+            f.benchmark, sides, v.p_value if v is not None else None,
+            float(p_boschloo) if isinstance(p_boschloo, float | int) else None,
+            float(alpha) if isinstance(alpha, float | int) else RELIABILITY_ALPHA,
+            v.verdict if v is not None else "", tested_on,
+        ))  # fmt: skip
+    return rows
 
 
 # --- figures --------------------------------------------------------------------------
@@ -532,6 +653,7 @@ def report_url(c: Comparison) -> str:
 class Report:
     header: Header
     verdicts: list[VerdictRow]
+    reliability: list[ReliabilityRow]
     sections: list[BenchmarkFigures]  # empty until the comparison is done
     runs: list[Run]
     reproducer: str
@@ -548,6 +670,7 @@ def comparison_report(c: Comparison) -> Report:
     return Report(
         header=header(c),
         verdicts=verdict_rows(c),
+        reliability=reliability_rows(c),
         sections=figure_sections(c) if c.state == ComparisonState.DONE else [],
         runs=runs_table(c),
         reproducer=reproducer(c),

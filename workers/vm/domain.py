@@ -1,6 +1,7 @@
 """libvirt domain XML for one benchmark boot: direct kernel boot, console to a file."""
 
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,17 +48,44 @@ class VMSpec:
         return f"console={_CONSOLE[self.arch]} panic=-1 {self.cmdline}".strip()
 
 
+@dataclass(frozen=True)
+class Pinning:
+    """Host CPUs of the guest: one per vCPU, and one for QEMU's emulator threads."""
+
+    vcpus: tuple[int, ...]
+    emulator: int
+
+
+def pinning(vcpus: int, host_cpus: Iterable[int]) -> Pinning | None:
+    """Pin only where the host has spare cores (more than vCPUs + 1): each vCPU and the
+    emulator get a CPU of their own, and the lowest CPUs (where most of the host's
+    interrupts and housekeeping land) stay the host's. With fewer, pinning would put
+    guest threads on the same CPUs as the host's work and only remove the scheduler's
+    freedom to move them away from it."""
+    cpus = sorted(set(host_cpus))
+    if len(cpus) <= vcpus + 1:
+        return None
+    return Pinning(vcpus=tuple(cpus[-vcpus:]), emulator=cpus[-vcpus - 1])
+
+
 def is_rcubench_domain(name: str) -> bool:
     return name.startswith(_PREFIX)
 
 
-def domain_xml(spec: VMSpec) -> str:
+def domain_xml(spec: VMSpec, pin: Pinning | None = None) -> str:
     if not is_rcubench_domain(spec.name):
         raise ValueError(f"domain name {spec.name!r} must start with {_PREFIX!r}")
     dom = ET.Element("domain", type="kvm" if spec.kvm else "qemu")
     ET.SubElement(dom, "name").text = spec.name
     ET.SubElement(dom, "memory", unit="MiB").text = str(spec.memory_mb)
     ET.SubElement(dom, "vcpu").text = str(spec.cpus)
+    if pin is not None:
+        if len(pin.vcpus) != spec.cpus:
+            raise ValueError(f"{len(pin.vcpus)} pinned vCPUs for a guest of {spec.cpus}")
+        tune = ET.SubElement(dom, "cputune")
+        for vcpu, host_cpu in enumerate(pin.vcpus):
+            ET.SubElement(tune, "vcpupin", vcpu=str(vcpu), cpuset=str(host_cpu))
+        ET.SubElement(tune, "emulatorpin", cpuset=str(pin.emulator))
     os_ = ET.SubElement(dom, "os")
     ET.SubElement(os_, "type", arch=spec.arch, machine=spec.machine).text = "hvm"
     if spec.arch in FIRMWARE:

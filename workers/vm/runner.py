@@ -3,7 +3,8 @@
 The outcome is one of ok, boot-failed, panic, timeout, console-overflow, infra-error; the
 console is kept in every case, and the domain is destroyed on every path (a transient domain
 then vanishes). Whether the benchmark's output is complete is the benchmark parser's call,
-not ours.
+not ours. What else the host did meanwhile is sampled from /proc (hostload.py) and comes
+with the outcome; where the host has spare cores the guest is pinned (domain.pinning).
 
 The console is written by the kernel under test, so it is hostile input: any byte, any
 length. It is read incrementally (each poll reads only what was added, and scans only the
@@ -17,14 +18,15 @@ import re
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
 import libvirt
 
 from workers.vm.connection import LibvirtUnavailable, open_connection
-from workers.vm.domain import VMSpec, domain_xml, is_rcubench_domain
+from workers.vm.domain import VMSpec, domain_xml, is_rcubench_domain, pinning
+from workers.vm.hostload import HostLoad, HostMonitor
 from workers.vm.outcomes import BOOT_FAILED, CONSOLE_OVERFLOW, INFRA, OK, PANIC, TIMEOUT
 
 # A console past this many bytes ends the run (console-overflow): the callers pass their
@@ -214,6 +216,7 @@ class VMOutcome:
     console: str  # every byte the guest wrote, up to the cap; see console_bytes
     wall_seconds: float  # domain start to domain end
     ready_seconds: float | None  # domain start to the guest's READY marker
+    host: HostLoad | None = None  # what else the host did meanwhile; None: not measured
 
 
 def run_vm(
@@ -224,9 +227,11 @@ def run_vm(
     run_timeout: float,
     on_poll: Callable[[], None] | None = None,
     console_max_bytes: int = CONSOLE_MAX_BYTES,
+    pin: bool = True,
 ) -> VMOutcome:
     """Boot `spec`, wait until it powers off, panics, times out or floods its console past
-    `console_max_bytes`; always destroy it."""
+    `console_max_bytes`; always destroy it. The host's load meanwhile is sampled from
+    /proc; with `pin` and spare host cores, the guest's vCPUs and emulator are pinned."""
     spec.console_log.parent.mkdir(parents=True, exist_ok=True)
     spec.console_log.unlink(missing_ok=True)
     try:
@@ -234,18 +239,24 @@ def run_vm(
     except LibvirtUnavailable as exc:
         return VMOutcome(INFRA, str(exc), "", 0.0, None)
     console = _Console(spec.console_log, console_max_bytes)
+    # The CPUs this worker may use (its cpuset), which are the ones QEMU inherits.
+    cpus = pinning(spec.cpus, os.sched_getaffinity(0)) if pin else None
+    monitor = HostMonitor(spec.name)
     dom = None
     started = time.monotonic()
     try:
         try:
-            dom = conn.createXML(domain_xml(spec), 0)
+            dom = conn.createXML(domain_xml(spec, cpus), 0)
         except libvirt.libvirtError as exc:
             return VMOutcome(INFRA, f"libvirt refused the domain: {exc}", "", 0.0, None)
         started = time.monotonic()
-        return _watch(dom, console, started, boot_timeout, run_timeout, on_poll)
+        monitor.start()
+        out = _watch(dom, console, started, boot_timeout, run_timeout, on_poll, monitor.poll)
+        return replace(out, host=monitor.result(pinned=cpus is not None))
     except libvirt.libvirtError as exc:
         return VMOutcome(INFRA, f"libvirt: {exc}", console.finish(),
-                         time.monotonic() - started, None)  # fmt: skip
+                         time.monotonic() - started, None,
+                         monitor.result(pinned=cpus is not None))  # fmt: skip
     finally:
         console.close()
         if dom is not None:
@@ -260,6 +271,7 @@ def _watch(
     boot_timeout: float,
     run_timeout: float,
     on_poll: Callable[[], None] | None,
+    sample_host: Callable[[], None],
 ) -> VMOutcome:
     init_at: float | None = None
     ready_at: float | None = None
@@ -267,6 +279,7 @@ def _watch(
     scan = console.scan
     while True:
         time.sleep(_POLL)
+        sample_host()  # before the checks below, which may destroy the domain
         now = time.monotonic()
         console.poll()
         active = _active(dom) and not scan.powered_off

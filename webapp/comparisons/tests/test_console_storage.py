@@ -14,6 +14,7 @@ from webapp.comparisons.models import Measurement, Run
 from webapp.factories import RunFactory
 from webapp.states import Result, State
 from webapp.text import storable
+from workers.vm.hostload import HostLoad
 from workers.vm.runner import VMOutcome
 
 pytestmark = pytest.mark.django_db
@@ -146,3 +147,68 @@ def test_the_prune_task_removes_console_dirs_whose_run_is_gone_and_only_those(da
     assert kept_file.exists()
     assert (data_dir / "runs" / "images").is_dir()
     assert prune_console_dirs() == 0
+
+
+# --- the host's load during the run ------------------------------------------------------
+
+
+def _host(busy: float | None, steal: float = 0.01, pinned: bool = False) -> HostLoad:
+    return HostLoad(busy_share=busy, steal_share=steal, load_avg=1.25, host_cpus=2,
+                    seconds=3.0, pinned=pinned)  # fmt: skip
+
+
+def _record_host(host: HostLoad | None, outcome: str = "ok", reason: str = "powered off") -> Run:
+    run = RunFactory.create(state=State.RUNNING, benchmark=SYNC.spec.name)
+    out = VMOutcome(outcome, reason, CONSOLE, 12.5, 1.5, host)
+    assert services.record_outcome(run, SYNC, out) is not None
+    run.refresh_from_db()
+    return run
+
+
+def test_a_run_beside_a_busy_host_is_stored_with_its_load_and_flagged_contended(settings):
+    settings.RCUBENCH_CONTENTION_SHARE = 0.25
+    run = _record_host(_host(0.5, pinned=True))
+    assert (run.result, run.contended, run.pinned) == (Result.OK, True, True)
+    assert (run.host_busy_share, run.host_steal_share, run.host_load_avg) == (0.5, 0.01, 1.25)
+
+
+def test_contention_is_the_configured_share_and_not_above_it_is_quiet(settings):
+    settings.RCUBENCH_CONTENTION_SHARE = 0.5
+    assert _record_host(_host(0.5)).contended is False
+    assert _record_host(_host(0.51)).contended is True
+
+
+def test_a_failed_run_keeps_its_host_load_too(settings):
+    settings.RCUBENCH_CONTENTION_SHARE = 0.25
+    run = _record_host(_host(0.75), "timeout", "still running after 900 s")
+    assert (run.result, run.error_code) == (Result.FAILED, "timeout")
+    assert (run.host_busy_share, run.contended) == (0.75, True)
+
+
+def test_a_run_whose_qemu_was_not_found_has_steal_but_no_contention_verdict():
+    run = _record_host(_host(None, steal=0.2))
+    assert (run.host_busy_share, run.contended, run.host_steal_share) == (None, None, 0.2)
+
+
+def test_a_run_without_a_host_record_stores_nothing_of_it():
+    run = _record_host(None)
+    assert run.result == Result.OK
+    got = (run.host_busy_share, run.host_steal_share, run.host_load_avg, run.contended,
+           run.pinned)  # fmt: skip
+    assert got == (None, None, None, None, None)
+
+
+def test_the_runs_log_line_carries_its_host_load(settings, caplog):
+    settings.RCUBENCH_CONTENTION_SHARE = 0.25
+    caplog.set_level("INFO")
+    run = _record_host(_host(0.123456))
+    lines = [r.msg for r in caplog.records if isinstance(r.msg, dict)]
+    done = [x for x in lines if x.get("event") == "run state" and x.get("run") == run.pk
+            and x.get("state") == State.DONE]  # fmt: skip
+    assert len(done) == 1
+    assert done[0]["host_busy_share"] == 0.123
+    assert (done[0]["contended"], done[0]["host_load_avg"], done[0]["pinned"]) == (
+        False,
+        1.25,
+        False,
+    )

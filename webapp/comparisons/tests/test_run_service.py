@@ -35,7 +35,7 @@ def _run(comparison, benchmark: str, cmdline: str = "") -> Run:
     return run
 
 
-def test_a_run_stores_every_metric_of_its_benchmark(comparison):
+def test_a_run_stores_every_metric_of_its_benchmark(comparison, settings):
     run = _run(comparison, "sync-rcu-latency")
     assert (run.state, run.result, run.error_code) == (State.DONE, "ok", ""), run.error_message
     got = {m.metric: m for m in run.measurements.all()}
@@ -45,6 +45,13 @@ def test_a_run_stores_every_metric_of_its_benchmark(comparison):
     assert "rcu-scale: writer 0 gps:" in run.console_log
     assert run.wall_seconds is not None
     assert run.wall_seconds > 0
+    # The host's load was measured and judged against the setting (whether this host is
+    # quiet is not the test's to know: other sessions may build on it meanwhile).
+    assert run.host_busy_share is not None
+    assert run.host_steal_share is not None
+    assert run.host_load_avg is not None
+    assert run.contended == (run.host_busy_share > settings.RCUBENCH_CONTENTION_SHARE)
+    assert run.pinned is not None
 
 
 def test_a_panicking_kernel_is_recorded_as_panic_with_its_console_and_no_data(comparison):

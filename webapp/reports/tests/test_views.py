@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import math
 import re
 
 import plotly
@@ -211,3 +212,71 @@ def test_report_shows_the_cross_checks_beside_the_primary_p_and_marks_each_p(
     legend = html[html.index('id="p-legend"') :].split("</span>")[0]
     assert "P permutation p from 9,999 random relabellings of whole runs" in legend
     assert "≈ far-tail approximation" in legend
+
+
+@pytest.fixture
+def unreliable_b(done_comparison):
+    """done_comparison where B's kernel panics in 11 of 14 boots and A's never does (23
+    boots); one lost run on A is the host's. The failure-rate test stored as at a stop."""
+    from webapp.analysis.services import analyse_failures
+
+    c = done_comparison
+    order = c.runs.count()
+    for k in range(20):
+        RunFactory.create(comparison=c, side="A", index=10 + k, order=order + k, state="done",
+                          result="ok")  # fmt: skip
+    for k in range(10):
+        RunFactory.create(comparison=c, side="B", index=10 + k, order=order + 20 + k,
+                          state="done", result="failed", error_code="panic")  # fmt: skip
+    RunFactory.create(comparison=c, side="A", index=40, order=order + 40, state="done",
+                      result="incomplete", error_code="lost")  # fmt: skip
+    (row,) = analyse_failures(c)
+    assert row.verdict == "reliability-regression"
+    c.verdict = "reliability-regression"
+    c.save(update_fields=["verdict"])
+    return c
+
+
+def test_report_shows_reliability_per_side_and_the_verdict_first(client, unreliable_b):
+    html = _page(client, unreliable_b)
+    status = html[html.index('<p id="status">') :]
+    assert 'class="badge v-reliability-regression">reliability-regression' in status[:600]
+    table = html[html.index('<table id="reliability">') :]
+    table = table[: table.index("</table>")]
+    rows = re.findall(r'data-side="([AB])">(.*?)</tr>', table, re.S)
+    cells = {side: re.findall(r'<td class="num">(\d+)</td>', body) for side, body in rows}
+    # attempts, ok, kernel failures, host failures (the rate cell is not an integer)
+    assert cells["A"][:3] == ["23", "23", "0"]
+    assert cells["B"][:3] == ["14", "3", "11"]
+    for text in ("lost: 1", "panic: 11", "Fisher", "one-sided"):
+        assert text in table
+    p = math.comb(14, 11) / math.comb(37, 11)  # Fisher: all 11 failures on B's 14 of 37
+    assert f"{p:.3g}" in table
+    # The failure-rate row is not among the metrics' verdict rows.
+    assert 'data-metric="sync-rcu-latency/failure_rate' not in html
+
+
+def test_report_before_any_failure_test_says_not_tested_yet(client, running_comparison):
+    html = _page(client, running_comparison)
+    table = html[html.index('<table id="reliability">') :]
+    assert "not tested yet" in table[: table.index("</table>")]
+
+
+def test_json_export_carries_the_failure_counts_and_the_test(client, unreliable_b):
+    response = client.get(reverse("reports:comparison-json", args=[unreliable_b.pk]))
+    data = json.loads(b"".join(response.streaming_content))
+    assert data["comparison"]["verdict"] == "reliability-regression"
+    (rel,) = data["reliability"]
+    assert rel["benchmark"] == "sync-rcu-latency"
+    assert {k: rel["b"][k] for k in ("attempts", "ok", "kernel_failures", "host_failures")} == {
+        "attempts": 14, "ok": 3, "kernel_failures": 11, "host_failures": 0,
+    }  # fmt: skip
+    assert rel["a"]["by_outcome"] == {"lost": 1}
+    assert (rel["verdict"], rel["p_method"], rel["alpha"]) == (
+        "reliability-regression",
+        "exact",
+        0.01,
+    )
+    assert rel["p_value"] < 0.01
+    assert 0 < rel["p_boschloo"] <= rel["p_value"]
+    assert all(v["metric"] != "failure_rate" for v in data["verdicts"])

@@ -105,7 +105,7 @@ class _Domain:
 def _watch(path: Path, dom: _Domain, max_bytes: int = 4096) -> runner.VMOutcome:
     console = runner._Console(path, max_bytes)
     try:
-        return runner._watch(dom, console, time.monotonic(), 60, 60, None)
+        return runner._watch(dom, console, time.monotonic(), 60, 60, None, lambda: None)
     finally:
         console.close()
 

@@ -1,5 +1,8 @@
 """Real boots of the session's kernels under libvirt (TCG here), one VM per test."""
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -7,7 +10,7 @@ import pytest
 
 from benchmarks.registry import get
 from benchmarks.spec import RCUSCALE_IDLE, RunContext
-from workers.vm.domain import VMSpec
+from workers.vm.domain import VMSpec, pinning
 from workers.vm.runner import console_bytes, run_vm
 
 from .conftest import URI
@@ -136,3 +139,42 @@ def test_a_guest_flooding_its_console_ends_as_console_overflow(x86_kernel, initr
     assert data.count(b"FLOOD\r\n") > 2**20 // 7
     rotated = (tmp_path / "console.log.0").stat().st_size  # virtlogd rotated it near 2 MiB
     assert 2**21 - 4096 <= rotated <= 2**21
+
+
+# The default RCUBENCH_CONTENTION_SHARE (webapp/settings.py; the engine has no settings).
+CONTENTION_SHARE = 0.25
+
+
+@pytest.mark.slow
+def test_a_boot_beside_a_cpu_hog_is_contended_and_a_quiet_one_is_not(
+    x86_kernel, initramfs, tmp_path
+):
+    bench = get("sync-rcu-latency").spec.cmdline
+    cpus = len(os.sched_getaffinity(0))
+    # A quiet boot; up to three, since this host is shared with other sessions' builds and
+    # tests, which count as contention as much as any hog (their busy shares say so).
+    quiet = []
+    for i in range(3):
+        quiet.append(_run(_spec(x86_kernel, initramfs["x86_64"], tmp_path / f"quiet{i}", bench)))
+        host = quiet[-1].host
+        if host is None or host.busy_share is None or host.busy_share <= CONTENTION_SHARE:
+            break  # quiet, or not measured (asserted below)
+    # Busy loops on half the host's CPUs (one here): others' share near 0.5.
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(max(1, cpus // 2))]  # fmt: skip
+    try:
+        busy = _run(_spec(x86_kernel, initramfs["x86_64"], tmp_path / "hog", bench))
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    pinned = pinning(4, os.sched_getaffinity(0)) is not None  # never on a 2-core host
+    for out in (*quiet, busy):
+        assert out.outcome == "ok", out.reason
+        assert out.host is not None
+        assert out.host.busy_share is not None, "the run's QEMU was not found"
+        assert out.host.host_cpus >= cpus
+        assert out.host.pinned == pinned
+        assert out.host.seconds > 0.8 * out.wall_seconds - 1
+    assert quiet[-1].host.busy_share <= CONTENTION_SHARE, [q.host for q in quiet]
+    assert busy.host.busy_share > CONTENTION_SHARE, busy.host
