@@ -120,7 +120,8 @@ def sequential(shift: float) -> Callable[[str, int], list]:
             if res.need_more_runs == 0:
                 r = res.results[0]
                 significant = r.verdict in (E.REGRESSION, E.IMPROVEMENT, E.SMALL)
-                return [float(significant), float(significant and r.shift > 0), float(n)]
+                up = r.shift is not None and r.shift > 0  # run-level: always defined
+                return [float(significant), float(significant and up), float(n)]
             n += res.need_more_runs
 
     return one
