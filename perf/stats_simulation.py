@@ -28,8 +28,8 @@ from scipy import stats as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from webapp.analysis import defaults, stats
 from webapp.analysis import engine as E
-from webapp.analysis import stats
 
 SEED = 20261121
 PERM = 999
@@ -121,7 +121,9 @@ def sequential(shift: float) -> Callable[[str, int], list]:
                 r = res.results[0]
                 significant = r.verdict in (E.REGRESSION, E.IMPROVEMENT, E.SMALL)
                 up = r.shift is not None and r.shift > 0  # run-level: always defined
-                return [float(significant), float(significant and up), float(n)]
+                return [float(significant), float(significant and up), float(n),
+                        *(float(r.verdict == v) for v in (E.NO_CHANGE, E.SMALL, E.REGRESSION,
+                                                          E.INCONCLUSIVE))]  # fmt: skip
             n += res.need_more_runs
 
     return one
@@ -215,6 +217,13 @@ TARGETS = (
            (("mean runs/side, 5% shift, CV 5%", 2, "runs", 0.0, 50.0),)),
     Target("asn-10pct", sequential(0.10),
            (("mean runs/side, 10% shift, CV 5%", 2, "runs", 0.0, 27.0),)),
+    # The design's default threshold is 2%: a true shift on it is as large as counts.
+    Target("at-threshold", sequential(defaults.THRESHOLD_PCT / 100), (
+        ("true shift = threshold (2%), CV 5%: P(no meaningful change)", 3, "%", 0.0, 2.5),
+        ("true shift = threshold (2%), CV 5%: P(significant-but-small)", 4, "%", 0.0, 5.0),
+        ("true shift = threshold (2%), CV 5%: P(regression) (reference)", 5, "%", 0, 100),
+        ("true shift = threshold (2%), CV 5%: P(inconclusive) (reference)", 6, "%", 0, 100),
+    )),
     *(
         Target(f"nested-{sd}pct", nested_aa(sd / 100), (
             (f"nested 24x100, run effect {sd}%: A/A p50 test", 0, "%", 0.0, 6.0),

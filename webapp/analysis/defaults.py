@@ -10,3 +10,6 @@ MIN_RUNS = 24
 MAX_RUNS = 96  # per side, the last look
 ALPHA = 0.05  # family-wise, over the primary metrics and every look
 THRESHOLD_PCT = 2.0  # the smallest change that counts as meaningful, in %
+# The share of contended runs (host busy) may differ between the sides by this much before
+# a regression/improvement verdict is held back (settings.RCUBENCH_CONTENTION_IMBALANCE).
+CONTENTION_IMBALANCE = 0.1

@@ -6,15 +6,17 @@ results). The spec is ../shared/STATS.md; in short, per metric and summary stati
     latency's samples): two-sided Brunner-Munzel with a studentized permutation p (the
     primary test), Mann-Whitney, Mood's median test and the sign test (k of n runs of B
     above A's median, exact binomial) alongside, Hodges-Lehmann shift (% from logs, or
-    absolute for memory) with its 95% CI, P(B>A) and Cliff's delta;
+    absolute for memory) with its 95% CI and the look's repeated CI (which the verdict
+    rules use), P(B>A) and Cliff's delta;
   - tail statistics of latencies (pooled p99 and max): ratio B/A, p from permuting whole
     runs between sides, CI from a cluster bootstrap;
   - warnings: drift against run order, ties, multimodality, shape (k-sample
     Anderson-Darling by permutation), too few samples for p99;
   - Holm across the benchmarks' primary metrics, Benjamini-Hochberg across the rest;
   - looks at min_runs, min_runs + step, ... max_runs per side against Lan-DeMets
-    O'Brien-Fleming boundaries; a primary metric that is neither decided nor shown
-    unchanged at a look before the last asks for the runs up to the next look.
+    O'Brien-Fleming boundaries; a primary metric left inconclusive at a look before the
+    last (undecided, or a regression/improvement held back because host contention
+    differs between the sides) asks for the runs up to the next look.
 No result holds NaN or inf (check_reportable refuses one): a statistic the data do not
 define is None, with the reason among the result's warnings.
 """
@@ -62,6 +64,7 @@ class UnreportableResult(ValueError):
 class RunSamples:
     order: int  # position in the comparison's run schedule (drift is checked against it)
     samples: tuple[float, ...]
+    contended: bool | None = None  # the host was busy during the run; None: not measured
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,10 @@ class Design:
     n_boot: int = 2000
     n_perm_shape: int = 999
     seed: int = 0
+    # Contended runs' shares of the two sides further apart than this hold back a
+    # regression/improvement verdict (STATS.md v2 "Host contention"); services pass
+    # settings.RCUBENCH_CONTENTION_IMBALANCE.
+    contention_imbalance: float = defaults.CONTENTION_IMBALANCE
     # Tests of the orchestrator may run fewer than 24 runs per side; nothing else may.
     allow_few_runs: bool = False
 
@@ -209,7 +216,7 @@ def conclude(
     alpha = design.alpha_at(look)
     final = look == len(design.looks)
     for r in results:
-        decide(r, alpha, final)
+        decide(r, alpha, final, design.contention_imbalance)
         check_reportable(r)
     pending = any(r.pending for r in results if r.is_primary)
     reliability = [failure_result(f, look) for f in failures]
@@ -302,6 +309,7 @@ def _run_level(
         "sd_within": spread,
         "smallest_detectable_shift": _mde(spread, len(a), len(b), design),
         "repeated_ci": [repeated.low, repeated.high],
+        **contention(m.runs_a, m.runs_b),
     }
     if not math.isfinite(bm.statistic):  # JSON has no inf: W is None, and this says which
         details["statistic_w_undefined"] = (f"W is {bm.statistic:+}: no rank variance within "
@@ -342,7 +350,7 @@ def _tail(m: MetricInput, statistic: str, q: float, design: Design, look: int) -
         lower_is_better=m.lower_is_better, warnings=warnings,
         details={"test": "whole-run permutation of pooled " + statistic,
                  **_p_method(stats.PERMUTATION, design), "samples_a": n_a, "samples_b": n_b,
-                 "ratio": t.ratio},
+                 "ratio": t.ratio, **contention(m.runs_a, m.runs_b)},
     )  # fmt: skip
 
 
@@ -419,28 +427,27 @@ def adjust(results: list[StatResult]) -> None:
                 r.p_adjusted, r.adjustment = float(p), family
 
 
-def decide(r: StatResult, alpha: float, final: bool) -> None:
-    """The verdict of one statistic at a look whose boundary is `alpha` (nominal p)."""
-    thr = r.threshold
-    if r.shift is None:
-        # A tail whose ratio to A does not exist (A's pooled quantile 0): the change is
-        # unbounded in %, beyond any threshold, in the direction of the two values.
-        change = r.median_b - r.median_a
-        size = math.inf if change != 0 else 0.0
-    else:
-        change = size = r.shift
-    worse = change > 0 if r.lower_is_better else change < 0
+def decide(r: StatResult, alpha: float, final: bool, imbalance: float | None = None) -> None:
+    """The verdict of one statistic at a look whose boundary is `alpha` (nominal p).
+
+    Run-level statistics follow STATS.md v2 on the look's repeated CI (level 1 - alpha, at
+    every look, the last included): regression/improvement when the boundary is crossed
+    and the CI reaches the threshold in the direction of the change; significant-but-small
+    when it is crossed and the whole CI lies inside (0, threshold) in that direction;
+    no-meaningful-change when the CI lies inside +-threshold; else inconclusive. Tails
+    have no repeated CI (their bootstrap CI is 95%, and none is valid for the max): they
+    keep the point-estimate rule. A regression or improvement is then held back when host
+    contention differs between the sides by more than `imbalance` (_contention_hold)."""
     r.details["alpha_look"] = alpha
     r.pending = False
-    if r.p_adjusted <= alpha:
-        if abs(size) >= thr:
-            r.verdict = REGRESSION if worse else IMPROVEMENT
-        else:
-            r.verdict = SMALL
-    elif _within(r.details.get("repeated_ci") if not final else None, r, thr):
-        r.verdict = NO_CHANGE
+    repeated = r.details.get("repeated_ci")
+    if isinstance(repeated, list):
+        _decide_on_ci(r, alpha, float(repeated[0]), float(repeated[1]))
     else:
-        r.verdict = INCONCLUSIVE
+        _decide_tail(r, alpha)
+    if r.verdict in (REGRESSION, IMPROVEMENT):
+        _contention_hold(r, imbalance)
+    if r.verdict == INCONCLUSIVE:
         r.pending = not final
         mde = r.details.get("smallest_detectable_shift")
         if isinstance(mde, float):
@@ -449,11 +456,80 @@ def decide(r: StatResult, alpha: float, final: bool) -> None:
                               f"shift {mde:.2f}{unit} (80% power)")  # fmt: skip
 
 
-def _within(repeated: object, r: StatResult, thr: float) -> bool:
-    """Is the interval inside +-thr? At interim looks the repeated CI, else the 95% CI.
-    An undefined interval is not inside anything."""
-    low, high = repeated if isinstance(repeated, list) else (r.ci_low, r.ci_high)
-    return low is not None and high is not None and bool(-thr < low and high < thr)
+def _direction(up: bool, r: StatResult) -> str:
+    """Regression or improvement for a change upwards (B above A) or downwards."""
+    return REGRESSION if up == r.lower_is_better else IMPROVEMENT
+
+
+def _decide_on_ci(r: StatResult, alpha: float, low: float, high: float) -> None:
+    """The v2 rules of a run-level statistic on its repeated CI (low, high)."""
+    thr, shift = r.threshold, r.shift if r.shift is not None else 0.0
+    r.verdict = INCONCLUSIVE
+    if r.p_adjusted <= alpha:
+        # The direction of the change is the estimate's; the CI's end on that side
+        # decides whether the change can be as large as the threshold.
+        # A zero estimate has no direction: only the CI rules below apply.
+        up, down = shift > 0, shift < 0
+        if (up and high >= thr) or (down and low <= -thr):
+            r.verdict = _direction(up, r)
+            if abs(shift) < thr:
+                r.warnings.append("size uncertain: the estimate is below the threshold; "
+                                  "the interval reaches it")  # fmt: skip
+            return
+        if (up and low > 0 and high < thr) or (down and low > -thr and high < 0):
+            r.verdict = SMALL
+            return
+    if -thr < low and high < thr:
+        r.verdict = NO_CHANGE
+
+
+def _decide_tail(r: StatResult, alpha: float) -> None:
+    """A tail's verdict: the threshold on the point estimate, no change on its CI."""
+    thr = r.threshold
+    if r.shift is None:
+        # A tail whose ratio to A does not exist (A's pooled quantile 0): the change is
+        # unbounded in %, beyond any threshold, in the direction of the two values.
+        change = r.median_b - r.median_a
+        size = math.inf if change != 0 else 0.0
+    else:
+        change = size = r.shift
+    if r.p_adjusted <= alpha:
+        r.verdict = _direction(change > 0, r) if abs(size) >= thr else SMALL
+    elif r.ci_low is not None and r.ci_high is not None and -thr < r.ci_low <= r.ci_high < thr:
+        r.verdict = NO_CHANGE
+    else:
+        r.verdict = INCONCLUSIVE
+
+
+def contention(runs_a: Sequence[RunSamples], runs_b: Sequence[RunSamples]) -> dict[str, object]:
+    """Contended runs per side as [contended, measured] (runs whose host load was not
+    measured do not count); empty when a side has no measured run."""
+    counts: dict[str, list[int]] = {}
+    for side, runs in (("a", runs_a), ("b", runs_b)):
+        known = [r.contended for r in runs if r.contended is not None]
+        if not known:
+            return {}
+        counts[side] = [sum(known), len(known)]
+    return {"contended": counts}
+
+
+def _contention_hold(r: StatResult, imbalance: float | None) -> None:
+    """Hold back a regression/improvement (inconclusive, pending before the last look so
+    that quieter runs can come in) when the sides' shares of contended runs differ by more
+    than `imbalance`: the host, not the kernel, may explain the shift."""
+    counts = r.details.get("contended")
+    if imbalance is None or not isinstance(counts, dict):
+        return
+    (ka, na), (kb, nb) = counts["a"], counts["b"]
+    share_a, share_b = ka / na, kb / nb
+    if abs(share_a - share_b) <= imbalance:
+        return
+    r.details["held_back"] = r.verdict
+    r.verdict = INCONCLUSIVE
+    r.warnings.append(f"host contention differs between the sides: {share_a:.0%} of A's runs "
+                      f"({ka} of {na}) and {share_b:.0%} of B's ({kb} of {nb}) were contended, "
+                      f"more than {imbalance:.0%} apart: the {r.details['held_back']} is held "
+                      "back until more quiet runs are in")  # fmt: skip
 
 
 def failure_result(f: BenchmarkFailures, look: int) -> StatResult:

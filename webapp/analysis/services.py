@@ -4,6 +4,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 import numpy as np
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
@@ -46,7 +47,7 @@ def metric_inputs(comparison: Comparison) -> list[engine.MetricInput]:
     rows = Measurement.objects.filter(run__in=counted_runs(comparison)).select_related("run")
     for m in rows.order_by("run__order"):
         key = (m.benchmark, m.metric, m.run.side)
-        samples[key].append(engine.RunSamples(m.run.order, tuple(m.samples)))
+        samples[key].append(engine.RunSamples(m.run.order, tuple(m.samples), m.run.contended))
     inputs = []
     for name in comparison.benchmarks:
         spec = get_benchmark(name).spec
@@ -76,6 +77,7 @@ def design_for(comparison: Comparison, *, allow_few_runs: bool = False) -> engin
         alpha=comparison.alpha, min_runs=comparison.min_runs, max_runs=comparison.max_runs,
         step=comparison.min_runs, default_threshold_pct=comparison.threshold_pct,
         seed=comparison.seed % 2**32, allow_few_runs=allow_few_runs,
+        contention_imbalance=settings.RCUBENCH_CONTENTION_IMBALANCE,
     )  # fmt: skip
 
 

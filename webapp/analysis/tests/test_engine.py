@@ -166,7 +166,8 @@ def test_few_runs_only_with_the_test_override(rng):
 
 def test_interim_no_change_needs_the_repeated_ci(rng):
     # CV 2% at 24 runs: the 95% CI (about +-1.1%) sits inside +-2%, the look-1 repeated CI
-    # (level 1 - 8.5e-5, about +-2.3%) does not: keep going. At a last look it is enough.
+    # (level 1 - 8.5e-5, about +-2.3%) does not: keep going. A design of one look has
+    # alpha 0.05 at it, so its repeated CI is the 95% CI, and that is inside.
     metric = _metric(rng, shift=0.0, cv=0.02)
     interim = E.analyse([metric], _design()).results[0]
     assert interim.ci_low is not None
@@ -372,3 +373,166 @@ def test_host_failures_never_count_against_the_kernel(rng):
     assert row.details["b"] == {"attempts": 12, "ok": 12, "kernel_failures": 0,
                                 "host_failures": 12, "by_outcome": {"infra-error": 12}}  # fmt: skip
     assert res.verdict == E.NO_CHANGE
+
+
+# --- v2 verdict rules: the threshold on the look's repeated CI ------------------------------
+
+
+def _stat(shift, repeated, *, p=0.001, plain=None, lower_is_better=True, contended=None):
+    """A run-level result with its look's repeated CI `repeated`, and a plain 95% CI
+    `plain` (default: the repeated one narrowed by half) that the rules must not use."""
+    low, high = repeated
+    if plain is None:
+        plain = (shift - (shift - low) / 2, shift + (high - shift) / 2)
+    details = {"repeated_ci": list(repeated), "smallest_detectable_shift": 1.5}
+    if contended is not None:
+        details["contended"] = contended
+    return E.StatResult(
+        benchmark="boot-time", metric="kernel_to_init_ms", unit="ms", statistic="value",
+        is_primary=True, look=1, n_a=24, n_b=24, median_a=1000.0,
+        median_b=1000.0 * (1 + shift / 100), shift=shift, ci_low=plain[0], ci_high=plain[1],
+        relative=True, p_value=p, p_mannwhitney=p, p_median=None, prob_b_gt_a=None,
+        cliffs_delta=None, threshold=2.0, lower_is_better=lower_is_better, details=details,
+        p_adjusted=p, adjustment="holm",
+    )  # fmt: skip
+
+
+def _decided(r, *, alpha=0.01, final=False, imbalance=0.1):
+    E.decide(r, alpha, final, imbalance)
+    return r
+
+
+UNCERTAIN = "size uncertain: the estimate is below the threshold; the interval reaches it"
+
+
+@pytest.mark.parametrize(
+    ("shift", "repeated", "lower_is_better", "verdict", "uncertain"),
+    [
+        # repeated CI entirely below the threshold, in the direction of the change
+        (1.0, (0.5, 1.5), True, E.SMALL, False),
+        (-1.0, (-1.5, -0.5), True, E.SMALL, False),
+        (1.0, (0.5, 1.5), False, E.SMALL, False),
+        # crossing it: the change may reach the threshold (estimate below it: uncertain)
+        (1.5, (0.5, 2.5), True, E.REGRESSION, True),
+        (-1.5, (-2.5, -0.5), True, E.IMPROVEMENT, True),
+        (1.5, (0.5, 2.5), False, E.IMPROVEMENT, True),
+        (-1.5, (-2.5, -0.5), False, E.REGRESSION, True),
+        (2.5, (1.5, 3.5), True, E.REGRESSION, False),
+        (1.9, (0.5, 2.0), True, E.REGRESSION, True),  # the end on the threshold reaches it
+        # entirely beyond it
+        (3.0, (2.5, 3.5), True, E.REGRESSION, False),
+        (-3.0, (-3.5, -2.5), True, E.IMPROVEMENT, False),
+        (3.0, (2.5, 3.5), False, E.IMPROVEMENT, False),
+        (-3.0, (-3.5, -2.5), False, E.REGRESSION, False),
+    ],
+)
+def test_a_significant_change_is_sized_by_its_repeated_ci(
+    shift, repeated, lower_is_better, verdict, uncertain
+):
+    r = _decided(_stat(shift, repeated, lower_is_better=lower_is_better))
+    assert (r.verdict, r.pending) == (verdict, False)
+    assert (UNCERTAIN in r.warnings) == uncertain
+
+
+def test_the_plain_ci_inside_the_threshold_does_not_make_a_change_small():
+    # 95% CI (0.9, 1.9) would say "small"; the look's repeated CI reaches 2%.
+    r = _decided(_stat(1.4, (0.5, 2.5), plain=(0.9, 1.9)))
+    assert r.verdict == E.REGRESSION
+    assert UNCERTAIN in r.warnings
+
+
+def test_a_significant_change_whose_repeated_ci_straddles_0_beyond_the_threshold_waits():
+    r = _decided(_stat(1.0, (-2.5, 1.5)))
+    assert (r.verdict, r.pending) == (E.INCONCLUSIVE, True)
+
+
+@pytest.mark.parametrize("final", [False, True])
+def test_no_meaningful_change_needs_the_repeated_ci_inside_the_threshold_at_every_look(final):
+    inside = _decided(_stat(0.2, (-1.5, 1.9), p=0.5), final=final)
+    assert (inside.verdict, inside.pending) == (E.NO_CHANGE, False)
+    # The plain 95% CI (-0.5, 1.5) is inside +-2%; the repeated one is not: at an interim
+    # look, more runs; at the last look (which used the plain CI before v2), inconclusive.
+    r = _decided(_stat(0.2, (-2.1, 1.9), p=0.5, plain=(-0.5, 1.5)), final=final)
+    assert (r.verdict, r.pending) == (E.INCONCLUSIVE, not final)
+    assert "inconclusive at 24+24 runs: smallest detectable shift 1.50% (80% power)" in r.warnings
+
+
+def test_the_last_look_of_a_sequential_design_uses_its_repeated_ci():
+    # 96 runs per side at the normal quantiles of a lognormal CV 4%, B = A x e^0.0078: the
+    # HL shift is exactly 0.78%, Brunner-Munzel p ~0.19 (no boundary crossed). The plain
+    # 95% CI (-0.39%, 1.97%) is inside +-2% (the pre-v2 rule: no meaningful change); the
+    # last look's repeated CI (level 1 - 0.041: -0.44%, 2.02%) is not: inconclusive, done.
+    z = st.norm.ppf((np.arange(96) + 0.5) / 96)[(np.arange(96) * 37) % 96]  # no drift
+    a = 1000 * np.exp(0.04 * z)
+    res = E.analyse([_values(a, a * math.exp(0.0078))], _design())
+    r = res.results[0]
+    assert (r.look, res.need_more_runs) == (4, 0)
+    assert r.details["alpha_look"] == pytest.approx(0.0409, abs=1e-4)
+    assert r.shift == pytest.approx(100 * math.expm1(0.0078))
+    assert r.ci_low == pytest.approx(-0.387, abs=1e-3)
+    assert r.ci_high == pytest.approx(1.967, abs=1e-3)
+    assert r.details["repeated_ci"] == [pytest.approx(-0.436, abs=1e-3),
+                                        pytest.approx(2.017, abs=1e-3)]  # fmt: skip
+    assert r.p_adjusted > 0.1
+    assert (r.verdict, r.pending) == (E.INCONCLUSIVE, False)
+
+
+# --- host contention holds back a regression or improvement -------------------------------
+
+
+def test_contention_that_differs_between_sides_holds_back_a_regression():
+    counts = {"a": [0, 24], "b": [12, 24]}
+    r = _decided(_stat(5.0, (3.0, 7.0), contended=counts))
+    assert (r.verdict, r.pending) == (E.INCONCLUSIVE, True)
+    assert r.details["held_back"] == E.REGRESSION
+    assert any("0% of A's runs (0 of 24) and 50% of B's (12 of 24)" in w for w in r.warnings)
+    last = _decided(_stat(-5.0, (-7.0, -3.0), contended=counts), final=True)
+    assert (last.verdict, last.pending, last.details["held_back"]) == (
+        E.INCONCLUSIVE,
+        False,
+        E.IMPROVEMENT,
+    )
+
+
+def test_contention_within_the_imbalance_or_unmeasured_leaves_the_verdict():
+    # 2 of 24 is 8.3% apart from 0 of 24: within the 10% allowed.
+    close = _decided(_stat(5.0, (3.0, 7.0), contended={"a": [0, 24], "b": [2, 24]}))
+    assert close.verdict == E.REGRESSION
+    assert _decided(_stat(5.0, (3.0, 7.0))).verdict == E.REGRESSION  # not measured
+    # Only regressions and improvements are held: a small change stays small.
+    small = _decided(_stat(1.0, (0.5, 1.5), contended={"a": [0, 24], "b": [24, 24]}))
+    assert small.verdict == E.SMALL
+
+
+def test_contention_counts_measured_runs_only():
+    def runs(flags):
+        return [E.RunSamples(i, (1.0,), f) for i, f in enumerate(flags)]
+
+    assert E.contention(runs([True, False, None]), runs([True, True])) == {
+        "contended": {"a": [1, 2], "b": [2, 2]}
+    }
+    assert E.contention(runs([None, None]), runs([True])) == {}
+
+
+def test_a_clear_regression_on_a_contended_side_asks_for_quieter_runs(rng):
+    m = _metric(rng, shift=0.10)
+    busy = [dataclasses.replace(r, contended=i % 2 == 0) for i, r in enumerate(m.runs_b)]
+    quiet = [dataclasses.replace(r, contended=False) for r in m.runs_a]
+    held = dataclasses.replace(m, runs_a=quiet, runs_b=busy)
+    res = E.analyse([held], _design())
+    r = res.results[0]
+    assert r.details["contended"] == {"a": [0, 24], "b": [12, 24]}
+    assert (r.verdict, r.pending, res.need_more_runs, res.verdict) == (
+        E.INCONCLUSIVE,
+        True,
+        24,
+        E.INCONCLUSIVE,
+    )
+    # The same data with quiet runs on both sides, or a design that allows the imbalance.
+    calm = dataclasses.replace(held, runs_b=[dataclasses.replace(r, contended=False)
+                                             for r in busy])  # fmt: skip
+    assert E.analyse([calm], _design()).verdict == E.REGRESSION
+    assert E.analyse([held], _design(contention_imbalance=0.5)).verdict == E.REGRESSION
+    # At the last look there is nothing to wait for: inconclusive, and done.
+    last = E.analyse([held], _design(max_runs=24))
+    assert (last.verdict, last.need_more_runs) == (E.INCONCLUSIVE, 0)

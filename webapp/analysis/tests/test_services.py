@@ -8,8 +8,8 @@ from django.core.management import CommandError, call_command
 
 from webapp.analysis import engine
 from webapp.analysis.models import MetricVerdict
-from webapp.analysis.services import analyse_comparison
-from webapp.comparisons.models import Comparison
+from webapp.analysis.services import analyse_comparison, design_for, metric_inputs
+from webapp.comparisons.models import Comparison, Run
 from webapp.factories import BuildFactory, ComparisonFactory, MeasurementFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
@@ -159,3 +159,32 @@ def test_stored_rows_carry_the_sign_test_moods_p_and_how_p_was_obtained():
             "undefined") in constant.warnings  # fmt: skip
     assert (constant.shift_pct, constant.details["shift"]) == (None, 0.0)
     assert (constant.details["p_method"], constant.p_value) == ("exact", 1.0)
+
+
+def test_contended_runs_reach_the_engine_and_hold_back_a_regression(settings):
+    # A clear 10% regression of kernel_to_init_ms, but half of B's runs were contended and
+    # none of A's: inconclusive, and the comparison asks for the next look's runs.
+    settings.RCUBENCH_CONTENTION_IMBALANCE = 0.3
+    rng = np.random.default_rng(6)
+    comparison = ComparisonFactory.create(benchmarks=["boot-time"])
+    _boot_time_runs(comparison, 24, 0.10, rng)
+    runs = Run.objects.filter(comparison=comparison)
+    runs.filter(side="A").update(contended=False)
+    b_runs = runs.filter(side="B").order_by("order")
+    runs.filter(pk__in=[r.pk for r in b_runs[:12]]).update(contended=True)
+    runs.filter(side="B", contended__isnull=True).update(contended=False)
+    assert design_for(comparison).contention_imbalance == 0.3
+    primary = next(m for m in metric_inputs(comparison) if m.primary)
+    assert [r.contended for r in primary.runs_a] == [False] * 24
+    assert sum(bool(r.contended) for r in primary.runs_b) == 12
+    analysis = analyse_comparison(comparison.pk)
+    assert (analysis.verdict, analysis.need_more_runs) == ("inconclusive", 24)
+    row = MetricVerdict.objects.get(comparison=comparison, is_primary=True,
+                                    metric="kernel_to_init_ms")  # fmt: skip
+    assert row.verdict == "inconclusive"
+    assert row.details["contended"] == {"a": [0, 24], "b": [12, 24]}
+    assert row.details["held_back"] == "regression"
+    assert any("0% of A's runs (0 of 24) and 50% of B's (12 of 24)" in w for w in row.warnings)
+    # Within the configured imbalance, the same runs give the regression.
+    settings.RCUBENCH_CONTENTION_IMBALANCE = 0.6
+    assert analyse_comparison(comparison.pk).verdict == "regression"
