@@ -82,8 +82,12 @@ class TrackedStep(models.Model):
 def log_state(obj: models.Model, state: str, **fields: Any) -> None:
     """The one log line of a state change: `<kind> state` with the object's id (e.g.
     {"event": "run state", "run": 7, "state": "running", ...})."""
-    kind = obj._meta.model_name
-    log.info(f"{kind} state", **{kind: obj.pk}, state=state, **fields)
+    _state_line(type(obj), obj.pk, state, **fields)
+
+
+def _state_line(model: type[models.Model], pk: int, state: str, **fields: Any) -> None:
+    kind = model._meta.model_name
+    log.info(f"{kind} state", **{kind: pk}, state=state, **fields)
 
 
 def finish_step(
@@ -141,10 +145,9 @@ def end_silent_steps(
             state=State.DONE, result=result, error_code=error_code, error_message=reason,
             finished_at=now,
         )  # fmt: skip
-    kind = model._meta.model_name
     for pk in pks:
-        log.info(f"{kind} state", **{kind: pk}, state=State.DONE, result=result,
-                 error=error_code, reason="reaped: " + reason)  # fmt: skip
+        _state_line(model, pk, State.DONE, result=result, error=error_code,
+                    reason="reaped: " + reason)  # fmt: skip
     return pks
 
 

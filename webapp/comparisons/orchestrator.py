@@ -68,9 +68,9 @@ def _advance_builds(c: Comparison) -> None:
         c.build_a = request_build(c.revision_a, c.target.arch, fragments)
         same = c.revision_b_id == c.revision_a_id
         c.build_b = c.build_a if same else request_build(c.revision_b, c.target.arch, fragments)
-        c.state, c.started_at = ComparisonState.BUILDING, timezone.now()
-        c.save(update_fields=["build_a", "build_b", "state", "started_at"])
-        log_state(c, c.state, build_a=c.build_a.pk, build_b=c.build_b.pk)
+        c.started_at = timezone.now()
+        _move(c, ComparisonState.BUILDING, ["build_a", "build_b", "started_at"],
+              build_a=c.build_a.pk, build_b=c.build_b.pk)  # fmt: skip
     # Both were requested when it left "queued"; read afresh, the build task wrote them.
     rows = Build.objects.select_related("revision").in_bulk([c.build_a_id, c.build_b_id])
     builds = {"A": rows[c.build_a_id], "B": rows[c.build_b_id]}
@@ -106,9 +106,7 @@ def _advance_runs(c: Comparison) -> None:
         return
     ok = Counter((r.benchmark, r.side) for r in runs if r.result == Result.OK)
     if all(ok[b, s] >= c.scheduled_per_side for b in c.benchmarks for s in "AB"):
-        c.state = ComparisonState.ANALYSING
-        c.save(update_fields=["state"])
-        log_state(c, c.state, runs_per_side=c.scheduled_per_side)
+        _move(c, ComparisonState.ANALYSING, runs_per_side=c.scheduled_per_side)
         _send_analysis(c)
 
 
@@ -253,9 +251,15 @@ def _schedule(c: Comparison, per_side: int) -> None:
     for bench, side in abba_slots(c.benchmarks, per_side, rng):
         _add_run(c, bench, side)
     c.scheduled_per_side += per_side
-    c.state = ComparisonState.RUNNING
-    c.save(update_fields=["scheduled_per_side", "state"])
-    log_state(c, c.state, runs_per_side=c.scheduled_per_side)
+    _move(c, ComparisonState.RUNNING, ["scheduled_per_side"], runs_per_side=c.scheduled_per_side)
+
+
+def _move(c: Comparison, state: str, also: list[str] | None = None, **fields: object) -> None:
+    """The comparison's next state, saved with the fields changed along with it (`also`),
+    and its one log line."""
+    c.state = state
+    c.save(update_fields=["state", *(also or [])])
+    log_state(c, state, **fields)
 
 
 def _add_run(
