@@ -10,6 +10,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from webapp import logs
+from webapp.analysis import defaults
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -211,8 +212,11 @@ RCUBENCH_CONSOLE_KEEP_BYTES = env.int("RCUBENCH_CONSOLE_KEEP_BYTES", default=2**
 # sync-rcu-latency boot: idle 0.00-0.03; beside one busy loop (`yes > /dev/null`, or Python's
 # `while True: pass`) 0.47-0.55, a whole core.
 RCUBENCH_CONTENTION_SHARE = env.float("RCUBENCH_CONTENTION_SHARE", default=0.25)
-# The report warns when the share of contended data runs differs between sides by more.
-RCUBENCH_CONTENTION_IMBALANCE = env.float("RCUBENCH_CONTENTION_IMBALANCE", default=0.1)
+# When the share of contended data runs differs between sides by more, the report warns and
+# the engine holds a regression/improvement back.
+RCUBENCH_CONTENTION_IMBALANCE = env.float(
+    "RCUBENCH_CONTENTION_IMBALANCE", default=defaults.CONTENTION_IMBALANCE
+)
 # Pin the guest's vCPUs and emulator to host CPUs of their own where the host has more than
 # vCPUs + 1 (libvirt cputune). Off where several bench workers share one host: each would
 # pin its guests to the same CPUs.

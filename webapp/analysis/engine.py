@@ -513,6 +513,13 @@ def contention(runs_a: Sequence[RunSamples], runs_b: Sequence[RunSamples]) -> di
     return {"contended": counts}
 
 
+def contention_differs(a: tuple[int, int], b: tuple[int, int], imbalance: float) -> bool:
+    """Whether the sides' shares of contended runs, each (contended, measured), differ by
+    more than `imbalance`; a side with no measured run says nothing."""
+    (ka, na), (kb, nb) = a, b
+    return bool(na and nb) and abs(ka / na - kb / nb) > imbalance
+
+
 def _contention_hold(r: StatResult, imbalance: float | None) -> None:
     """Hold back a regression/improvement (inconclusive, pending before the last look so
     that quieter runs can come in) when the sides' shares of contended runs differ by more
@@ -521,9 +528,9 @@ def _contention_hold(r: StatResult, imbalance: float | None) -> None:
     if imbalance is None or not isinstance(counts, dict):
         return
     (ka, na), (kb, nb) = counts["a"], counts["b"]
-    share_a, share_b = ka / na, kb / nb
-    if abs(share_a - share_b) <= imbalance:
+    if not contention_differs((ka, na), (kb, nb), imbalance):
         return
+    share_a, share_b = ka / na, kb / nb
     r.details["held_back"] = r.verdict
     r.verdict = INCONCLUSIVE
     r.warnings.append(f"host contention differs between the sides: {share_a:.0%} of A's runs "

@@ -23,7 +23,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from benchmarks import registry
 from benchmarks.spec import BenchmarkSpec, Kind
-from webapp.analysis.engine import FAILURE_STATISTIC, SEVERITY
+from webapp.analysis.engine import FAILURE_STATISTIC, SEVERITY, contention_differs
 from webapp.analysis.models import MetricVerdict
 from webapp.analysis.services import counted_runs, failure_counts
 from webapp.analysis.stats import RELIABILITY_ALPHA, FailureCounts
@@ -255,8 +255,7 @@ def contention_warning(a: SideRuns, b: SideRuns, imbalance: float) -> str:
     than `imbalance`: the host, not the kernel, may then explain a shift (v2 spec: such a
     difference holds regression/improvement verdicts until more quiet runs are in; that
     rule is the analysis engine's, this is what the report says)."""
-    fa, fb = a.contended_fraction, b.contended_fraction
-    if fa is None or fb is None or abs(fa - fb) <= imbalance:
+    if not contention_differs((a.contended, a.measured), (b.contended, b.measured), imbalance):
         return ""
     return (
         f"Host contention differs between the sides: {a.contended} of A's {a.measured} "
