@@ -56,6 +56,12 @@ class Metric:
     threshold: float | None = None  # practical threshold: % for times, absolute for memory
     threshold_is_absolute: bool = False
 
+    def __post_init__(self) -> None:
+        # An absolute threshold has no default (a % does: the design's 2%): never 0 by omission.
+        if self.threshold_is_absolute and self.threshold is None:
+            raise ValueError(f"metric {self.name}: an absolute threshold (in {self.unit}) "
+                             "must be given")  # fmt: skip
+
 
 # Line styles a figure may ask for (plotly's names; the benchmarks never import plotly).
 DASHES = ("solid", "dash", "dot", "dashdot")

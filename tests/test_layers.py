@@ -51,7 +51,7 @@ def test_contract_catches_an_engine_module_importing_django(tmp_path):
         (tmp_path / "webapp" / package).mkdir()
         (tmp_path / "webapp" / package / "__init__.py").write_text("")
     (tmp_path / "webapp" / "reports" / "figures.py").write_text("")
-    for module in ("stats", "calibration", "models", "services"):
+    for module in ("stats", "calibration", "modality", "models", "services"):
         (tmp_path / "webapp" / "analysis" / f"{module}.py").write_text("")
     (tmp_path / "webapp" / "analysis" / "engine.py").write_text(
         "from webapp.analysis import models\n"

@@ -28,6 +28,7 @@ class Calibration:
     median: float
     cv_pct: float  # run-to-run: SD of log values, in %
     mde_pct: dict[int, float]  # runs per side -> smallest shift found 80% of the time
+    mde_alpha: float  # ... by a test at this level: the design's last look's boundary
 
 
 def aa_calibration(
@@ -36,9 +37,12 @@ def aa_calibration(
     block: int = 4,
     splits: int = 1000,
     n_perm: int = 999,
+    mde_alpha: float,
     rng: np.random.Generator,
 ) -> Calibration:
-    """`values`: one run-level value per run of one kernel, in run order."""
+    """`values`: one run-level value per run of one kernel, in run order. `mde_alpha`:
+    the level the smallest detectable shifts are computed at, the one the comparison's
+    last look holds the test to (not .05: the earlier looks spent some of it)."""
     v = stats.as_values(values, "runs", min_n=4 * block)
     if (v <= 0).any():
         raise stats.StatsInputError("calibration needs positive values (CV from logs)")
@@ -56,5 +60,6 @@ def aa_calibration(
         runs=int(v.size), block=block, splits=splits, runs_per_side=half * block,
         false_alarms={alpha: float((p <= alpha).mean()) for alpha in ALPHAS},
         median=float(np.median(v)), cv_pct=cv,
-        mde_pct={n: stats.smallest_detectable_shift(cv, n, n) for n in (24, 48, 96)},
+        mde_pct={n: stats.smallest_detectable_shift(cv, n, n, alpha=mde_alpha)
+                 for n in (24, 48, 96)}, mde_alpha=mde_alpha,
     )  # fmt: skip

@@ -4,19 +4,22 @@ Pure: dataclasses and arrays in, dataclasses out, no Django (services.py stores 
 results). The spec is ../shared/STATS.md; in short, per metric and summary statistic:
   - run-level statistics (one value per run: the value, or per-run p50/mean/p90 of a
     latency's samples): two-sided Brunner-Munzel with a studentized permutation p (the
-    primary test), Mann-Whitney, Mood's median test and the sign test (k of n runs of B
-    above A's median, exact binomial) alongside, Hodges-Lehmann shift (% from logs, or
-    absolute for memory) with its 95% CI and the look's repeated CI (which the verdict
-    rules use), P(B>A) and Cliff's delta;
+    primary test; relabellings raised until the look's boundary is resolved), Mann-Whitney,
+    Mood's median test and the sign test (k of n runs of B above A's median, exact
+    binomial) alongside, Hodges-Lehmann shift (% from logs, or absolute for memory) with
+    its 95% CI and the look's repeated CI (both from inverting Brunner-Munzel; the verdict
+    rules use the repeated one), P(B>A) and Cliff's delta;
   - tail statistics of latencies (pooled p99 and max): ratio B/A, p from permuting whole
-    runs between sides, CI from a cluster bootstrap;
-  - warnings: drift against run order, ties, multimodality, shape (k-sample
-    Anderson-Darling by permutation), too few samples for p99;
-  - Holm across the benchmarks' primary metrics, Benjamini-Hochberg across the rest;
+    runs between sides, a cluster-bootstrap CI for p99 at the last look (none for the max);
+  - warnings: drift that differs between the sides, ties, multimodality (modality.py),
+    shape (k-sample Anderson-Darling by permutation), too few samples for p99;
+  - Holm across the benchmarks' primary metrics, each step at its own level's sequential
+    boundary; Benjamini-Hochberg across the rest;
   - looks at min_runs, min_runs + step, ... max_runs per side against Lan-DeMets
-    O'Brien-Fleming boundaries; a primary metric left inconclusive at a look before the
-    last (undecided, or a regression/improvement held back because host contention
-    differs between the sides) asks for the runs up to the next look.
+    boundaries (power spending alpha t^3); a primary metric left inconclusive at a look
+    before the last (undecided, or a regression/improvement held back because host
+    contention differs between the sides) asks for the runs up to the next look;
+  - per benchmark, Boschloo's test of B's kernel failures against A's (failure_result).
 No result holds NaN or inf (check_reportable refuses one): a statistic the data do not
 define is None, with the reason among the result's warnings.
 """
@@ -29,10 +32,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-from scipy import stats as st
 
 from webapp.analysis import defaults, stats
 from webapp.analysis.defaults import MIN_RUNS
+from webapp.analysis.modality import multimodality
 
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
@@ -44,7 +47,7 @@ RELIABILITY = "reliability-regression"  # B's kernel fails more often than A's (
 # news, whatever its working runs measure.
 SEVERITY = (RELIABILITY, REGRESSION, INCONCLUSIVE, SMALL, IMPROVEMENT, NO_CHANGE)
 FAILURE_METRIC = "failure_rate"  # the reliability row's metric and statistic
-FAILURE_STATISTIC = "fisher"
+FAILURE_STATISTIC = "boschloo"
 
 RUN_LEVEL = ("p50", "mean", "p90")
 TAILS = {"p99": 0.99, "max": 1.0}
@@ -116,8 +119,12 @@ class Design:
 
     @cached_property
     def bounds(self) -> tuple[float, ...]:
-        """|z| boundary per look."""
-        return stats.obrien_fleming_bounds(tuple(n / self.max_runs for n in self.looks), self.alpha)
+        """|z| boundary per look at the design's alpha."""
+        return self.bounds_at(self.alpha)
+
+    def bounds_at(self, level: float) -> tuple[float, ...]:
+        """|z| boundary per look for a test held to `level` overall (Holm's local levels)."""
+        return stats.sequential_bounds(tuple(n / self.max_runs for n in self.looks), level)
 
     def look_at(self, n: int) -> int:
         """1-based index of the last look reached with n runs per side."""
@@ -125,8 +132,10 @@ class Design:
             raise TooFewRuns(f"{n} runs per side; at least {self.min_runs} are needed")
         return sum(1 for look in self.looks if look <= n)
 
-    def alpha_at(self, look: int) -> float:
-        return stats.z_to_p(self.bounds[look - 1])
+    def alpha_at(self, look: int, level: float | None = None) -> float:
+        """The nominal p boundary at a look, for the design's alpha or another level."""
+        bounds = self.bounds if level is None else self.bounds_at(level)
+        return stats.z_to_p(bounds[look - 1])
 
 
 @dataclass
@@ -160,6 +169,11 @@ class StatResult:
     adjustment: str = ""
     verdict: str = INCONCLUSIVE
     pending: bool = False  # undecided at a look before the last
+    crossed: bool = False  # the look's boundary (after Holm or BH) is crossed
+    # The run-level values (A, B) and whether the shift is relative: the repeated CI is
+    # computed once the result's boundary is known (Holm's level depends on the others).
+    # Not stored.
+    values: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     @property
     def gated_family(self) -> str:
@@ -180,7 +194,8 @@ class Analysis:
         a reliability regression: no excess of failures says nothing about the metrics."""
         primaries = [r.verdict for r in self.results if r.is_primary and
                      (r.statistic != FAILURE_STATISTIC or r.verdict == RELIABILITY)]  # fmt: skip
-        return min(primaries or [NO_CHANGE], key=SEVERITY.index)
+        # No primary metric: nothing was decided, which is not "no meaningful change".
+        return min(primaries or [INCONCLUSIVE], key=SEVERITY.index)
 
 
 @dataclass(frozen=True)
@@ -200,10 +215,28 @@ def analyse(
         raise ValueError("no metrics to analyse")
     n = min(min(len(m.runs_a), len(m.runs_b)) for m in metrics)
     look = design.look_at(n)
+    resolve = Resolve.of(metrics, design, look)
     results: list[StatResult] = []
     for m in metrics:
-        results += metric_results(m, design, look)
+        results += metric_results(m, design, look, resolve)
     return conclude(results, design, n, failures)
+
+
+@dataclass(frozen=True)
+class Resolve:
+    """The smallest boundary p each family's results may be held to at a look: the
+    permutation counts are raised until these are resolved (STATS.md v2)."""
+
+    primary: float  # Holm's first step: the boundary at level alpha / (primary metrics)
+    secondary: float  # BH's first step: the look's boundary / (secondary statistics)
+
+    @classmethod
+    def of(cls, metrics: Sequence["MetricInput"], design: Design, look: int) -> "Resolve":
+        primaries = max(sum(m.primary for m in metrics), 1)
+        per_metric = [len(RUN_LEVEL) + len(TAILS) if m.per_run_samples else 1 for m in metrics]
+        secondaries = max(sum(per_metric) - primaries, 1)
+        return cls(design.alpha_at(look, design.alpha / primaries),
+                   design.alpha_at(look) / secondaries)  # fmt: skip
 
 
 def conclude(
@@ -212,14 +245,13 @@ def conclude(
     """Adjust the p-values of one look's results, decide each verdict, test each
     benchmark's failure rate, and say whether the comparison needs more runs."""
     look = design.look_at(n)
-    adjust(results)
-    alpha = design.alpha_at(look)
+    adjust(results, design, look)
     final = look == len(design.looks)
     for r in results:
-        decide(r, alpha, final, design.contention_imbalance)
+        decide(r, final, design.contention_imbalance)
         check_reportable(r)
     pending = any(r.pending for r in results if r.is_primary)
-    reliability = [failure_result(f, look) for f in failures]
+    reliability = [failure_result(f, look, len(design.looks)) for f in failures]
     results = results + reliability
     # B found unreliable: that is the answer, whatever more runs would measure.
     pending = pending and not any(r.verdict == RELIABILITY for r in reliability)
@@ -249,13 +281,19 @@ def run_values(runs: Sequence[RunSamples], statistic: str, what: str) -> np.ndar
     return out
 
 
-def metric_results(m: MetricInput, design: Design, look: int) -> list[StatResult]:
+def metric_results(
+    m: MetricInput, design: Design, look: int, resolve: Resolve | None = None
+) -> list[StatResult]:
+    """Every statistic of one metric at a look (before adjustment and verdicts).
+    `resolve`: as analyse computes it for all the metrics; alone, for this one."""
     if len(m.runs_a) < 2 or len(m.runs_b) < 2:
         raise TooFewRuns(f"{m.benchmark}/{m.name}: fewer than 2 runs on a side")
+    resolve = resolve or Resolve.of([m], design, look)
     statistics = RUN_LEVEL if m.per_run_samples else ("value",)
-    out = [_run_level(m, s, s == statistics[0] and m.primary, design, look) for s in statistics]
+    out = [_run_level(m, s, s == statistics[0] and m.primary, design, look, resolve,
+                      modality=s == statistics[0]) for s in statistics]  # fmt: skip
     if m.per_run_samples:
-        out += [_tail(m, s, q, design, look) for s, q in TAILS.items()]
+        out += [_tail(m, s, q, design, look, resolve) for s, q in TAILS.items()]
     return out
 
 
@@ -263,38 +301,54 @@ def _rng(design: Design, *key: str) -> np.random.Generator:
     return np.random.default_rng([design.seed, zlib.crc32("/".join(key).encode())])
 
 
+class ThresholdUnset(ValueError):
+    """A metric judged on an absolute threshold (memory) declares none: refused, never 0."""
+
+
 def _threshold(m: MetricInput, design: Design) -> tuple[float, bool]:
     """(threshold, relative): relative thresholds are %, absolute ones in the unit."""
     if m.threshold_is_absolute:
-        return float(m.threshold or 0.0), False
+        if m.threshold is None:
+            raise ThresholdUnset(f"{m.benchmark}/{m.name}: an absolute threshold (in "
+                                 f"{m.unit}) must be declared; none is")  # fmt: skip
+        return float(m.threshold), False
     return (m.threshold if m.threshold is not None else design.default_threshold_pct), True
 
 
 def _run_level(
-    m: MetricInput, statistic: str, primary: bool, design: Design, look: int
-) -> StatResult:
+    m: MetricInput, statistic: str, primary: bool, design: Design, look: int,
+    resolve: Resolve, *, modality: bool = False,
+) -> StatResult:  # fmt: skip
+    """A run-level statistic's battery; `modality`: test each side for several modes (on
+    one statistic per metric: one warning, not three, for one metric's runs)."""
     what = f"{m.benchmark}/{m.name}"
     a = run_values(m.runs_a, statistic, f"{what} side A")
     b = run_values(m.runs_b, statistic, f"{what} side B")
     rng = _rng(design, m.benchmark, m.name, statistic)
     threshold, relative = _threshold(m, design)
     warnings: list[str] = []
+    threshold_undefined = False
     if relative and ((a <= 0).any() or (b <= 0).any()):
-        relative = False
-        warnings.append("values <= 0: shift is absolute (B - A), not %; threshold applies to it")
-    bm = stats.brunner_munzel(a, b, n_perm=design.n_perm, rng=rng)
+        # No % of a value <= 0: the shift is B - A, and the % threshold becomes that
+        # share of A's median in the unit; with A's median 0 there is no threshold.
+        relative, base = False, abs(float(np.median(a)))
+        threshold_undefined = base == 0
+        pct, threshold = threshold, threshold * base / 100
+        what_thr = ("threshold is undefined (A's median is 0): size not judged"
+                    if threshold_undefined else
+                    f"threshold is {threshold:.6g} {m.unit} ({pct:g}% of A's median)")  # fmt: skip
+        warnings.append(f"values <= 0: the shift is absolute (B - A), not %; the {pct:g}% "
+                        + what_thr)  # fmt: skip
+    resolve_p = resolve.primary if primary else resolve.secondary
+    bm = stats.brunner_munzel(a, b, n_perm=design.n_perm, resolve=resolve_p, rng=rng)
     mood = stats.mood_median(a, b)
     sign = stats.sign_test(a, b)
     shift = stats.hodges_lehmann(a, b, relative=relative)
-    # The repeated confidence interval of this look (level 1 - the look's nominal alpha):
-    # only it may end a comparison early as "no meaningful change", as an unadjusted 95%
-    # CI looked at four times would claim equivalence too often.
-    repeated = stats.hodges_lehmann(a, b, relative=relative, confidence=1 - design.alpha_at(look))
     p_shape = stats.anderson_darling_p(a, b, n_perm=design.n_perm_shape, rng=rng)
     spread = _log_sd(a, b) if relative else _sd(a, b)
     details: dict[str, object] = {
         "test": "brunner-munzel",
-        **_p_method(bm.method, design),
+        **_p_method(bm.method, bm.n_perm),
         "statistic_w": bm.statistic if math.isfinite(bm.statistic) else None,
         "sign_test": {
             "k": sign.above,
@@ -308,13 +362,14 @@ def _run_level(
         "p_anderson_darling": p_shape,
         "sd_within": spread,
         "smallest_detectable_shift": _mde(spread, len(a), len(b), design),
-        "repeated_ci": [repeated.low, repeated.high],
         **contention(m.runs_a, m.runs_b),
     }
+    if threshold_undefined:
+        details["threshold_undefined"] = True
     if not math.isfinite(bm.statistic):  # JSON has no inf: W is None, and this says which
         details["statistic_w_undefined"] = (f"W is {bm.statistic:+}: no rank variance within "
                                             "either side (complete separation)")  # fmt: skip
-    warnings += _warnings(m, a, b, bm.p_value, p_shape, design, details)
+    warnings += _warnings(m, a, b, bm.p_value, p_shape, design, details, modality)
     warnings += _undefined_cross_checks(a, b, mood, sign)
     return StatResult(
         benchmark=m.benchmark, metric=m.name, unit=m.unit, statistic=statistic,
@@ -324,16 +379,31 @@ def _run_level(
         p_value=bm.p_value, p_mannwhitney=stats.mann_whitney_p(a, b),
         p_median=mood.p_value, prob_b_gt_a=stats.prob_b_greater(a, b),
         cliffs_delta=stats.cliffs_delta(a, b), threshold=threshold,
-        lower_is_better=m.lower_is_better, warnings=warnings, details=details,
+        lower_is_better=m.lower_is_better, warnings=warnings, details=details, values=(a, b),
     )  # fmt: skip
 
 
-def _tail(m: MetricInput, statistic: str, q: float, design: Design, look: int) -> StatResult:
+def _tail(
+    m: MetricInput, statistic: str, q: float, design: Design, look: int, resolve: Resolve
+) -> StatResult:
+    """A pooled tail's battery. Its CI is at the look's level (a tail is a secondary held
+    to the look's boundary), at the last look only: at an interim look's level (99.9% at
+    the first) the percentile bootstrap would need tens of thousands of draws, and a tail
+    does not end a comparison early. The max has no CI at all (stats._max_test)."""
     what = f"{m.benchmark}/{m.name}"
     ra = [stats.as_values(r.samples, f"{what} side A run {r.order}") for r in m.runs_a]
     rb = [stats.as_values(r.samples, f"{what} side B run {r.order}") for r in m.runs_b]
     rng = _rng(design, m.benchmark, m.name, statistic)
-    t = stats.tail_test(ra, rb, q=q, n_perm=design.n_perm, n_boot=design.n_boot, rng=rng)
+    final = look == len(design.looks)
+    level = 1 - design.alpha_at(look) if final else None
+    t = stats.tail_test(ra, rb, q=q, n_perm=design.n_perm, n_boot=design.n_boot,
+                        confidence=level, resolve=resolve.secondary, rng=rng)  # fmt: skip
+    if q >= 1.0:
+        ci_note = "none: no percentile-bootstrap CI of a maximum is valid"
+    elif level is None:
+        ci_note = "none at an interim look (given at the last look, at its level)"
+    else:
+        ci_note = f"{level:.1%} (the last look's level), cluster bootstrap"
     threshold, _ = _threshold(m, design)
     warnings = list(t.undefined)
     n_a, n_b = sum(r.size for r in ra), sum(r.size for r in rb)
@@ -349,8 +419,9 @@ def _tail(m: MetricInput, statistic: str, q: float, design: Design, look: int) -
         threshold=threshold if not m.threshold_is_absolute else design.default_threshold_pct,
         lower_is_better=m.lower_is_better, warnings=warnings,
         details={"test": "whole-run permutation of pooled " + statistic,
-                 **_p_method(stats.PERMUTATION, design), "samples_a": n_a, "samples_b": n_b,
-                 "ratio": t.ratio, **contention(m.runs_a, m.runs_b)},
+                 **_p_method(stats.PERMUTATION, t.n_perm), "samples_a": n_a,
+                 "samples_b": n_b, "ratio": t.ratio, "ci_level": ci_note,
+                 **contention(m.runs_a, m.runs_b)},
     )  # fmt: skip
 
 
@@ -358,11 +429,11 @@ def _pct(ratio: float | None) -> float | None:
     return None if ratio is None else 100 * (ratio - 1)
 
 
-def _p_method(method: str, design: Design) -> dict[str, object]:
-    """How the primary p was obtained, for the report's marker: exact, permutation (with
-    its count B, whose resolution is 1/(B+1)), or the far-tail t approximation."""
+def _p_method(method: str, n_perm: int | None) -> dict[str, object]:
+    """How the p was obtained, for the report's marker: exact, or permutation with its
+    count B (raised where a boundary needed it), whose resolution is 1/(B+1)."""
     return {"p_method": method,
-            "p_permutations": None if method == stats.EXACT else design.n_perm}  # fmt: skip
+            "p_permutations": None if method == stats.EXACT else n_perm}  # fmt: skip
 
 
 def _undefined_cross_checks(
@@ -392,22 +463,24 @@ def _mde(sd: float, n_a: int, n_b: int, design: Design) -> float:
 
 def _warnings(
     m: MetricInput, a: np.ndarray, b: np.ndarray, p: float, p_shape: float, design: Design,
-    details: dict[str, object],
+    details: dict[str, object], modality: bool,
 ) -> list[str]:  # fmt: skip
     out = []
-    for side, runs, values in (("A", m.runs_a, a), ("B", m.runs_b, b)):
-        if len(values) >= 3:
-            p_drift = stats.drift_p([r.order for r in runs], values)
-            details[f"p_drift_{side.lower()}"] = p_drift
-            if p_drift < 0.01:
-                rho = float(st.spearmanr([r.order for r in runs], values).statistic)
-                out.append(f"drift: side {side} trends with run order "
-                           f"(Spearman rho {rho:+.2f}, p {p_drift:.2g})")  # fmt: skip
-        if len(values) >= 10:
-            bc = stats.bimodality_coefficient(values)
-            details[f"bimodality_{side.lower()}"] = bc
-            if bc > 5 / 9:
-                out.append(f"multimodal? side {side} bimodality coefficient {bc:.2f} > 0.555")
+    if len(a) >= 4 and len(b) >= 4:
+        # A drift common to both sides is what ABBA balances; only a difference matters.
+        d = stats.drift_difference([r.order for r in m.runs_a], a, [r.order for r in m.runs_b], b)
+        details.update(p_drift=d.p_value, drift_rho_a=d.rho_a, drift_rho_b=d.rho_b)
+        if d.p_value < 0.01:
+            out.append(f"drift: the sides trend differently with run order (Spearman rho A "
+                       f"{d.rho_a:+.2f}, B {d.rho_b:+.2f}; p {d.p_value:.2g})")  # fmt: skip
+    if modality:
+        for side, values in (("A", a), ("B", b)):
+            t = multimodality(values)
+            details[f"modality_{side.lower()}"] = {"multimodal": t.multimodal,
+                                                   "statistic": t.statistic, "p": t.p_value,
+                                                   "method": t.method}  # fmt: skip
+            if t.multimodal:
+                out.append(f"multimodal? side {side}: {t.detail}")
     tied = stats.tied_fraction(np.r_[a, b])
     details["tied_fraction"] = tied
     if tied > 0.25:
@@ -418,33 +491,58 @@ def _warnings(
     return out
 
 
-def adjust(results: list[StatResult]) -> None:
-    """Holm across primary statistics (one per benchmark), BH across all the others."""
-    for family, fn in (("holm", stats.holm), ("bh", stats.benjamini_hochberg)):
-        members = [r for r in results if r.gated_family == family]
-        if members:
-            for r, p in zip(members, fn([r.p_value for r in members]), strict=True):
-                r.p_adjusted, r.adjustment = float(p), family
+def adjust(results: list[StatResult], design: Design, look: int) -> None:
+    """Each result's boundary at this look and whether it is crossed.
+
+    Primary statistics (one per benchmark): Holm with group-sequential boundaries (Maurer
+    and Bretz 2013): sorted by p, the j-th of m is held to the look's boundary at level
+    alpha / (m - j + 1), each level with its own spending over the looks, and the steps
+    stop at the first not crossed. Its p_adjusted is Holm's single-look adjusted p, shown
+    for reference. The others: Benjamini-Hochberg, adjusted p against the look's boundary.
+    """
+    holm = sorted((r for r in results if r.gated_family == "holm"), key=lambda r: r.p_value)
+    for r, p in zip(holm, stats.holm([r.p_value for r in holm]), strict=True):
+        r.p_adjusted, r.adjustment = float(p), "holm"
+    going = True
+    for j, r in enumerate(holm):
+        level = design.alpha / (len(holm) - j)
+        boundary = design.alpha_at(look, level)
+        going = going and r.p_value <= boundary
+        r.crossed = going
+        r.details.update(boundary=boundary, holm_level=level)
+    bh = [r for r in results if r.gated_family == "bh"]
+    boundary = design.alpha_at(look)
+    for r, p in zip(bh, stats.benjamini_hochberg([r.p_value for r in bh]), strict=True):
+        r.p_adjusted, r.adjustment = float(p), "bh"
+        r.crossed = r.p_adjusted <= boundary
+        r.details["boundary"] = boundary
 
 
-def decide(r: StatResult, alpha: float, final: bool, imbalance: float | None = None) -> None:
-    """The verdict of one statistic at a look whose boundary is `alpha` (nominal p).
+def decide(r: StatResult, final: bool, imbalance: float | None = None) -> None:
+    """The verdict of one statistic at a look, once adjust() has set its boundary.
 
-    Run-level statistics follow STATS.md v2 on the look's repeated CI (level 1 - alpha, at
-    every look, the last included): regression/improvement when the boundary is crossed
-    and the CI reaches the threshold in the direction of the change; significant-but-small
-    when it is crossed and the whole CI lies inside (0, threshold) in that direction;
-    no-meaningful-change when the CI lies inside +-threshold; else inconclusive. Tails
-    have no repeated CI (their bootstrap CI is 95%, and none is valid for the max): they
-    keep the point-estimate rule. A regression or improvement is then held back when host
+    Run-level statistics follow STATS.md v2 on their repeated CI (level 1 - the result's
+    boundary, at every look, the last included): regression/improvement when the boundary
+    is crossed and the CI reaches the threshold in the direction of the change;
+    significant-but-small when it is crossed and the whole CI lies inside (0, threshold)
+    in that direction; no-meaningful-change when the CI lies inside +-threshold; else
+    inconclusive. Tails keep the point-estimate rule (their CI exists at the last look
+    only, and never for the max). A regression or improvement is then held back when host
     contention differs between the sides by more than `imbalance` (_contention_hold)."""
-    r.details["alpha_look"] = alpha
+    boundary = float(r.details["boundary"])  # type: ignore[arg-type]
+    r.details["alpha_look"] = boundary
     r.pending = False
+    if r.values is not None:
+        # Only the repeated CI (level 1 - boundary) may end a comparison early as "no
+        # meaningful change": an unadjusted 95% CI looked at four times claims
+        # equivalence too often.
+        ci = stats.hodges_lehmann(*r.values, relative=r.relative, confidence=1 - boundary)
+        r.details["repeated_ci"] = [ci.low, ci.high]
     repeated = r.details.get("repeated_ci")
     if isinstance(repeated, list):
-        _decide_on_ci(r, alpha, float(repeated[0]), float(repeated[1]))
+        _decide_on_ci(r, float(repeated[0]), float(repeated[1]))
     else:
-        _decide_tail(r, alpha)
+        _decide_tail(r)
     if r.verdict in (REGRESSION, IMPROVEMENT):
         _contention_hold(r, imbalance)
     if r.verdict == INCONCLUSIVE:
@@ -461,15 +559,23 @@ def _direction(up: bool, r: StatResult) -> str:
     return REGRESSION if up == r.lower_is_better else IMPROVEMENT
 
 
-def _decide_on_ci(r: StatResult, alpha: float, low: float, high: float) -> None:
+def _decide_on_ci(r: StatResult, low: float, high: float) -> None:
     """The v2 rules of a run-level statistic on its repeated CI (low, high)."""
     thr, shift = r.threshold, r.shift if r.shift is not None else 0.0
     r.verdict = INCONCLUSIVE
-    if r.p_adjusted <= alpha:
+    up, down = shift > 0, shift < 0  # a zero estimate has no direction
+    if r.details.get("threshold_undefined"):
+        # No threshold (values <= 0 around a median of 0): a crossing is a change of
+        # unjudged size; nothing can be "no meaningful change".
+        if r.crossed and (up or down):
+            r.verdict = _direction(up, r)
+            r.warnings.append("size not judged: no threshold applies (A's median is 0)")
+        elif low == high == 0:  # every pairwise difference is 0: no shift at all
+            r.verdict = NO_CHANGE
+        return
+    if r.crossed:
         # The direction of the change is the estimate's; the CI's end on that side
         # decides whether the change can be as large as the threshold.
-        # A zero estimate has no direction: only the CI rules below apply.
-        up, down = shift > 0, shift < 0
         if (up and high >= thr) or (down and low <= -thr):
             r.verdict = _direction(up, r)
             if abs(shift) < thr:
@@ -483,7 +589,7 @@ def _decide_on_ci(r: StatResult, alpha: float, low: float, high: float) -> None:
         r.verdict = NO_CHANGE
 
 
-def _decide_tail(r: StatResult, alpha: float) -> None:
+def _decide_tail(r: StatResult) -> None:
     """A tail's verdict: the threshold on the point estimate, no change on its CI."""
     thr = r.threshold
     if r.shift is None:
@@ -493,7 +599,7 @@ def _decide_tail(r: StatResult, alpha: float) -> None:
         size = math.inf if change != 0 else 0.0
     else:
         change = size = r.shift
-    if r.p_adjusted <= alpha:
+    if r.crossed:
         r.verdict = _direction(change > 0, r) if abs(size) >= thr else SMALL
     elif r.ci_low is not None and r.ci_high is not None and -thr < r.ci_low <= r.ci_high < thr:
         r.verdict = NO_CHANGE
@@ -539,19 +645,21 @@ def _contention_hold(r: StatResult, imbalance: float | None) -> None:
                       "back until more quiet runs are in")  # fmt: skip
 
 
-def failure_result(f: BenchmarkFailures, look: int) -> StatResult:
-    """The failure-rate row of one benchmark: Fisher's exact test, one-sided for an excess
-    of kernel failures in B, held to stats.RELIABILITY_ALPHA on its own (not Holm with the
-    metrics, not the sequential boundary: it is conservative, see docs/statistics.md). A
-    significant excess is a reliability regression; otherwise the row carries the counts
-    and the verdict no-meaningful-change, which the comparison's verdict ignores."""
+def failure_result(f: BenchmarkFailures, look: int, looks: int = 1) -> StatResult:
+    """The failure-rate row of one benchmark: Boschloo's exact test, one-sided for an
+    excess of kernel failures in B, held to its own level at this look of `looks`
+    (stats.reliability_level: 0.01 over the whole comparison; not Holm with the metrics,
+    not their boundaries). A significant excess is a reliability regression; otherwise
+    the row carries the counts and the verdict no-meaningful-change, which the
+    comparison's verdict ignores."""
     t = stats.failure_excess(f.a, f.b)
-    significant = t.p_value <= stats.RELIABILITY_ALPHA
+    level = stats.reliability_level(look, looks)
+    significant = t.p_value <= level
     warnings = []
     if significant:
         warnings.append(f"B's kernel failed {f.b.kernel_failures} of {f.b.attempts} boots, "
-                        f"A's {f.a.kernel_failures} of {f.a.attempts} (Fisher one-sided "
-                        f"p {t.p_value:.2g} <= {stats.RELIABILITY_ALPHA})")  # fmt: skip
+                        f"A's {f.a.kernel_failures} of {f.a.attempts} (Boschloo one-sided "
+                        f"p {t.p_value:.2g} <= {level:.3g} at look {look})")  # fmt: skip
     elif t.rate_a is not None and t.rate_b is not None and t.rate_a > t.rate_b:
         warnings.append(f"A's kernel failed more often than B's ({f.a.kernel_failures} of "
                         f"{f.a.attempts} vs {f.b.kernel_failures} of {f.b.attempts}); "
@@ -569,10 +677,10 @@ def failure_result(f: BenchmarkFailures, look: int) -> StatResult:
         ci_low=None, ci_high=None, relative=False, p_value=t.p_value, p_mannwhitney=None,
         p_median=None, prob_b_gt_a=None, cliffs_delta=None, threshold=0.0,
         lower_is_better=True, warnings=warnings,
-        details={"test": "fisher-exact, one-sided (B fails more often)",
-                 "p_method": stats.EXACT, "p_permutations": None,
-                 "alpha": stats.RELIABILITY_ALPHA,
-                 "a": side(f.a), "b": side(f.b), "p_boschloo": t.p_boschloo,
+        details={"test": "boschloo-exact, one-sided (B fails more often)",
+                 "p_method": stats.EXACT, "p_permutations": None, "alpha": level,
+                 "alpha_comparison": stats.RELIABILITY_ALPHA,
+                 "a": side(f.a), "b": side(f.b), "p_fisher": t.p_fisher,
                  "rate_a": t.rate_a, "rate_b": t.rate_b},
         p_adjusted=t.p_value, adjustment="none",
         verdict=RELIABILITY if significant else NO_CHANGE,

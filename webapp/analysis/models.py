@@ -7,7 +7,7 @@ from webapp.comparisons.models import Comparison
 
 
 class Verdict(models.TextChoices):
-    RELIABILITY = "reliability-regression"  # B's kernel fails more often (Fisher, per benchmark)
+    RELIABILITY = "reliability-regression"  # B's kernel fails more often (Boschloo, per benchmark)
     REGRESSION = "regression"
     IMPROVEMENT = "improvement"
     SMALL = "significant-but-small"

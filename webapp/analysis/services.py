@@ -103,7 +103,8 @@ def analyse_failures(comparison: Comparison) -> list[engine.StatResult]:
     # The look under way; the floor of runs does not matter to a test on counts.
     design = design_for(comparison, allow_few_runs=True)
     look = design.look_at(max(comparison.scheduled_per_side, comparison.min_runs))
-    results = [engine.failure_result(f, look) for f in failure_counts(comparison)]
+    looks = len(design.looks)
+    results = [engine.failure_result(f, look, looks) for f in failure_counts(comparison)]
     with transaction.atomic():
         _store(comparison, results, replace_all=False)
     return results
@@ -185,6 +186,8 @@ def calibrate_build(
     }
     ordered = [rows[r.pk] for r in runs if r.pk in rows]
     values = engine.run_values(ordered, statistic, f"{benchmark}/{chosen.name}")
+    design = engine.Design()
     cal = calibration.aa_calibration(values, block=block, splits=splits,
+                                     mde_alpha=design.alpha_at(len(design.looks)),
                                      rng=np.random.default_rng(seed))  # fmt: skip
     return chosen.name, statistic, cal

@@ -12,7 +12,7 @@ sentence saying why, for the report to show.
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +72,54 @@ def _perm_p(stat: Array) -> float:
     return (1 + int((stat[1:] >= stat[0] - 1e-12).sum())) / stat.size
 
 
+# A p is resolved at a boundary when >= this many relabellings are expected beyond it
+# there (STATS.md v2 "resolvable p-values"); the count is raised up to MAX_PERMUTATIONS.
+EXCEEDANCES_AT_BOUNDARY = 10
+MAX_PERMUTATIONS = 250_000
+_CHUNK = 20_000  # relabellings per matrix product when the count is raised
+
+
+def permutations_to_resolve(boundary: float) -> int:
+    """Relabellings needed for EXCEEDANCES_AT_BOUNDARY expected beyond `boundary`."""
+    return math.ceil(EXCEEDANCES_AT_BOUNDARY / boundary)
+
+
+@dataclass(frozen=True)
+class PermP:
+    p_value: float
+    n_perm: int  # relabellings used: the p's resolution is 1/(n_perm + 1)
+
+
+def adaptive_perm_p(
+    statistic: Callable[[Array], Array], n_a: int, n_b: int, *, n_perm: int,
+    resolve: float | None, rng: np.random.Generator,
+) -> PermP:  # fmt: skip
+    """Permutation p of `statistic` (a row-wise function of label rows, row 0 observed),
+    with n_perm relabellings, raised where the decision needs it.
+
+    A decision compares p with a boundary (`resolve`, the smallest nominal p the result
+    may be held to). Where n_perm cannot resolve that boundary and the first p is within
+    10x of it, the count is raised to permutations_to_resolve(resolve), in chunks: an early
+    look's decision then rests on permutations, never on a far-tail approximation. A p far
+    above the boundary is left at n_perm: were the true p at the boundary, 10x its expected
+    count of relabellings beyond it is needed to read p > 10x the boundary (at n_perm 9,999
+    and a boundary of 4e-5, P(Poisson(0.4) >= 4) ~ 1e-3; at 7.8e-4, ~1e-40).
+    """
+    stat = statistic(_with_relabellings(n_a, n_b, n_perm, rng))
+    observed, beyond = stat[0], int((stat[1:] >= stat[0] - 1e-12).sum())
+    p = (1 + beyond) / (1 + n_perm)
+    if resolve is None or n_perm * resolve >= EXCEEDANCES_AT_BOUNDARY or p > 10 * resolve:
+        return PermP(p, n_perm)
+    wanted = min(max(permutations_to_resolve(resolve), n_perm), MAX_PERMUTATIONS)
+    done = n_perm
+    while done < wanted:
+        k = min(_CHUNK, wanted - done)
+        more = statistic(np.r_[_observed(n_a, n_b), _label_matrix(n_a, n_b, k, rng)])
+        beyond += int((more[1:] >= observed - 1e-12).sum())
+        done += k
+    return PermP((1 + beyond) / (1 + done), done)
+
+
 def _bm_terms(labels: Array, h: Array) -> tuple[Array, Array, Array, Array, float, float]:
     """Per row of `labels` (1 = side A): the numerator and denominator of Brunner-Munzel's
     W, each side's placement variance times its size (for the t approximation's degrees
@@ -111,6 +159,7 @@ def _bm_statistic(labels: Array, h: Array) -> Array:
 
 EXACT = "exact"
 PERMUTATION = "permutation"
+# Stored results from before the v2 rules; nothing computes a p this way any more.
 T_APPROXIMATION = "t-approximation"
 
 
@@ -118,14 +167,16 @@ T_APPROXIMATION = "t-approximation"
 class PermTest:
     statistic: float  # +-inf on complete separation (no within-side rank variance)
     p_value: float  # two-sided
-    # EXACT (no relabelling can be less extreme: W = 0, p = 1), PERMUTATION (resolution
-    # 1/(B+1)), or below that resolution T_APPROXIMATION: never below 1/(B+1) otherwise.
+    # EXACT (W = 0: p = 1; or complete separation of distinct values: p = 2 / C(n, n_a))
+    # or PERMUTATION, never below its resolution 1/(n_perm + 1).
     method: str
+    n_perm: int | None = None  # relabellings behind a PERMUTATION p
 
 
 def _bm_t_pvalue(w: float, labels: Array, h: Array) -> float:
     """Two-sided p of the observed W (the first row of labels) from Brunner and Munzel's t
-    approximation, with Welch-Satterthwaite degrees of freedom."""
+    approximation, with Welch-Satterthwaite degrees of freedom. Used to invert the test
+    into a CI for the shift, not as a reported p."""
     if math.isinf(w):
         return 0.0
     _, _, va_row, vb_row, n_a, n_b = _bm_terms(np.atleast_2d(labels)[:1], h)
@@ -137,30 +188,28 @@ def _bm_t_pvalue(w: float, labels: Array, h: Array) -> float:
 
 
 def brunner_munzel(
-    a: ArrayLike, b: ArrayLike, *, n_perm: int = 9999, rng: np.random.Generator
-) -> PermTest:
+    a: ArrayLike, b: ArrayLike, *, n_perm: int = 9999, resolve: float | None = None,
+    rng: np.random.Generator,
+) -> PermTest:  # fmt: skip
     """Two-sided Brunner-Munzel test with a studentized permutation p-value.
 
-    Where the observed |W| beats every permutation (complete separation, huge effects), the
-    permutation p says only "below 1/(B+1)"; the p reported there is the t approximation of
-    the same statistic, floored at the smallest p any permutation test of these sizes can
-    give. Constant data gives W = 0 and p = 1. Never NaN.
+    `resolve`: the smallest boundary this p may be held to; the permutation count is
+    raised where n_perm cannot resolve it (adaptive_perm_p). Complete separation of
+    distinct values is exact: only the two separating labellings are as extreme, so
+    p = 2 / C(n_a + n_b, n_a). Constant data gives W = 0 and p = 1. Never NaN.
     """
     xa = as_values(a, "side A", min_n=2)
     xb = as_values(b, "side B", min_n=2)
     z = np.r_[xa, xb]
     h = _heaviside_matrix(z)
-    observed = _observed(xa.size, xb.size)
-    w = float(_bm_statistic(observed, h)[0])
+    w = float(_bm_statistic(_observed(xa.size, xb.size), h)[0])
     if w == 0.0:  # every relabelling has |W*| >= 0: p is 1 whatever the permutations
         return PermTest(0.0, 1.0, EXACT)
-    perm = _bm_statistic(_label_matrix(xa.size, xb.size, n_perm, rng), h)
-    p_perm = _perm_p(np.abs(np.r_[w, perm]))
-    if p_perm > 1 / (1 + n_perm):  # some relabelling is as extreme: p is resolved
-        return PermTest(w, p_perm, PERMUTATION)
-    floor = (2 if xa.size == xb.size else 1) / special.comb(z.size, xa.size)
-    p = max(_bm_t_pvalue(w, observed, h), float(floor))
-    return PermTest(w, min(p, 1 / (1 + n_perm)), T_APPROXIMATION)
+    if math.isinf(w) and np.unique(z).size == z.size:
+        return PermTest(w, float(2 / special.comb(z.size, xa.size, exact=True)), EXACT)
+    perm = adaptive_perm_p(lambda labels: np.abs(_bm_statistic(labels, h)), xa.size, xb.size,
+                           n_perm=n_perm, resolve=resolve, rng=rng)  # fmt: skip
+    return PermTest(w, perm.p_value, PERMUTATION, perm.n_perm)
 
 
 def prob_b_greater(a: ArrayLike, b: ArrayLike) -> float:
@@ -251,28 +300,55 @@ class Shift:
 def hodges_lehmann(
     a: ArrayLike, b: ArrayLike, *, confidence: float = 0.95, relative: bool = True
 ) -> Shift:
-    """Hodges-Lehmann shift of B against A with the Mann-Whitney order-statistic CI.
+    """Hodges-Lehmann shift of B against A, with the CI from inverting Brunner-Munzel.
 
     relative: on log values, reported as a % change (exp(d) - 1); needs positive values.
     Otherwise the plain difference B - A in the metric's unit (memory in kB, counts).
+
+    The CI is the set of shifts d for which Brunner-Munzel (t approximation) does not
+    reject A against B - d at 1 - confidence. Unlike the Mann-Whitney order-statistic CI,
+    it stays valid when the sides' spreads and sizes differ (that CI covered 87.6% at 24 vs
+    12 runs with 4x spread; STATS.md v2). Its ends are pairwise differences.
     """
-    xa, xb = as_values(a, "side A"), as_values(b, "side B")
+    xa, xb = as_values(a, "side A", min_n=2), as_values(b, "side B", min_n=2)
     if relative:
         if (xa <= 0).any() or (xb <= 0).any():
             raise StatsInputError("a relative (log) shift needs positive values")
         xa, xb = np.log(xa), np.log(xb)
-    d = np.sort((xb[None, :] - xa[:, None]).ravel())
-    n_a, n_b = xa.size, xb.size
-    m = d.size
-    z = st.norm.ppf(0.5 + confidence / 2)
-    # k-th smallest and k-th largest pairwise difference (normal approximation to the
-    # Mann-Whitney null distribution, with continuity correction).
-    k = max(math.floor(m / 2 - z * math.sqrt(n_a * n_b * (n_a + n_b + 1) / 12) - 0.5), 0)
-    est, lo, hi = float(np.median(d)), float(d[k]), float(d[m - 1 - k])
+    d = np.unique(xb[None, :] - xa[:, None])  # sorted candidate shifts
+    est = float(np.median(xb[None, :] - xa[:, None]))
+    lo, hi = _bm_interval(xa, xb, d, est, 1 - confidence)
     if relative:
         est, lo, hi = (100 * math.expm1(v) for v in (est, lo, hi))
         return Shift(est, lo, hi, relative=True)
     return Shift(est, lo, hi, relative=False)
+
+
+def _bm_shift_p(xa: Array, xb: Array, shift: float) -> float:
+    """Brunner-Munzel's t-approximation p of A against B - shift."""
+    z = np.r_[xa, xb - shift]
+    h = _heaviside_matrix(z)
+    labels = _observed(xa.size, xb.size)
+    return _bm_t_pvalue(float(_bm_statistic(labels, h)[0]), labels, h)
+
+
+def _bm_interval(xa: Array, xb: Array, d: Array, est: float, alpha: float) -> tuple[float, float]:
+    """The lowest and highest candidate shifts in d that Brunner-Munzel accepts at alpha,
+    by bisection on each side of the estimate (p falls away from it on both sides)."""
+    mid = int(np.searchsorted(d, est))
+
+    def accepted(i: int) -> bool:
+        return _bm_shift_p(xa, xb, float(d[i])) > alpha
+
+    lo_bad, lo_ok = -1, min(mid, d.size - 1)  # d[lo_bad] rejected (or none), d[lo_ok] not
+    while lo_ok - lo_bad > 1:
+        m = (lo_bad + lo_ok) // 2
+        lo_ok, lo_bad = (m, lo_bad) if accepted(m) else (lo_ok, m)
+    hi_ok, hi_bad = max(mid - 1, 0), d.size
+    while hi_bad - hi_ok > 1:
+        m = (hi_ok + hi_bad) // 2
+        hi_ok, hi_bad = (m, hi_bad) if accepted(m) else (hi_ok, m)
+    return float(min(d[lo_ok], est)), float(max(d[hi_ok], est))
 
 
 # -- tails: pooled quantiles, whole runs permuted or resampled ----------------------------
@@ -285,9 +361,13 @@ class TailTest:
     value_b: float
     ratio: float | None  # value_b / value_a; None when value_a is not positive
     p_value: float  # whole-run label permutation, two-sided on |log ratio| (see _distance)
-    ci_low: float | None  # cluster bootstrap (runs resampled within each side), percentile;
-    ci_high: float | None  # None where a draw's ratio does not exist
+    # Cluster bootstrap (runs resampled within each side), percentile, at the asked level;
+    # None where a draw's ratio does not exist, where no level was asked (an interim look),
+    # and always for the maximum (no percentile-bootstrap CI of a maximum is valid).
+    ci_low: float | None
+    ci_high: float | None
     undefined: tuple[str, ...] = ()  # why ratio or CI is None, one sentence each
+    n_perm: int = 0  # relabellings behind p
 
     @property
     def name(self) -> str:
@@ -334,7 +414,8 @@ def tail_test(
     q: float = 0.99,
     n_perm: int = 9999,
     n_boot: int = 2000,
-    confidence: float = 0.95,
+    confidence: float | None = 0.95,
+    resolve: float | None = None,
     grid_points: int = 1024,
     rng: np.random.Generator,
 ) -> TailTest:
@@ -344,48 +425,70 @@ def tail_test(
     boots; here every permutation and bootstrap draw moves whole runs. Quantiles of the
     permuted and resampled groups come from counts on one grid per test (1024 points from
     just below the pooled quantile to the maximum), so the battery stays a few matrix
-    products however many samples a run has.
+    products however many samples a run has. `resolve` raises the permutation count as
+    brunner_munzel's does; `confidence` None asks for no CI.
     """
     ra = [as_values(r, f"side A run {i}") for i, r in enumerate(runs_a)]
     rb = [as_values(r, f"side B run {i}") for i, r in enumerate(runs_b)]
     if len(ra) < 2 or len(rb) < 2:
         raise StatsInputError("a tail test needs at least 2 runs per side")
-    pooled_a, pooled_b = np.concatenate(ra), np.concatenate(rb)
+    logs = all((r > 0).all() for r in ra + rb)
     if q >= 1.0:
-        return _max_test(ra, rb, n_perm, n_boot, confidence, rng)
+        return _max_test(ra, rb, n_perm, resolve, logs, rng)
+    pooled_a, pooled_b = np.concatenate(ra), np.concatenate(rb)
     va = float(np.quantile(pooled_a, q, method="inverted_cdf"))
     vb = float(np.quantile(pooled_b, q, method="inverted_cdf"))
     runs = ra + rb
     sizes = np.array([r.size for r in runs], dtype=np.float64)
     grid = _quantile_grid(np.r_[pooled_a, pooled_b], q, grid_points)
     counts = _count_matrix(runs, grid)
-    all_labels = _with_relabellings(len(ra), len(rb), n_perm, rng)
-    qa = _grid_quantile(all_labels @ counts, all_labels @ sizes, grid, q)
-    rest = 1.0 - all_labels
-    qb = _grid_quantile(rest @ counts, rest @ sizes, grid, q)
-    p = _perm_p(_distance(qb, qa))
-    boot_b = _boot_quantiles(rb, q, n_boot, grid_points, rng)  # B first: seeded runs unchanged
-    boot_a = _boot_quantiles(ra, q, n_boot, grid_points, rng)
-    return _tail_result(q, va, vb, p, boot_a, boot_b, confidence)
+
+    def distance(labels: Array) -> Array:
+        qa = _grid_quantile(labels @ counts, labels @ sizes, grid, q)
+        rest = 1.0 - labels
+        return _distance(_grid_quantile(rest @ counts, rest @ sizes, grid, q), qa, logs)
+
+    perm = adaptive_perm_p(distance, len(ra), len(rb), n_perm=n_perm, resolve=resolve, rng=rng)
+    ci: tuple[float, float] | str | None = None
+    if confidence is not None:
+        boot_b = _boot_quantiles(rb, q, n_boot, grid_points, rng)  # B first: as before
+        boot_a = _boot_quantiles(ra, q, n_boot, grid_points, rng)
+        ci = _percentile_ci(q, boot_a, boot_b, confidence)
+    return _tail_result(q, va, vb, perm, ci)
 
 
-def _distance(b: Array, a: Array) -> Array:
-    """|log(b / a)| per row, or |b - a| for every row when any quantile is not positive.
+def _distance(b: Array, a: Array, logs: bool) -> Array:
+    """|log(b / a)| per row when every sample is positive (`logs`), else |b - a|.
 
-    The choice between the two is a symmetric function of all the labellings (observed and
-    permuted alike), so the permutation test stays valid; a mix of logs and differences
-    within one permutation distribution would not be comparable.
+    The choice depends on the data alone, never on the labelling, so the permutation
+    test stays valid across chunks of relabellings; a mix of logs and differences within
+    one permutation distribution would not be comparable.
     """
-    if (a > 0).all() and (b > 0).all():
+    if logs:
         return np.asarray(np.abs(np.log(b / a)))
     return np.asarray(np.abs(b - a))
 
 
+def _percentile_ci(
+    q: float, boot_a: Array, boot_b: Array, confidence: float
+) -> tuple[float, float] | str:
+    """The percentile CI of the ratio B/A, or why it does not exist."""
+    bad = int((boot_a <= 0).sum())
+    if bad:
+        name = tail_name(q)
+        return (f"{name} CI undefined: side A's pooled {name} is <= 0 in {bad} of "
+                f"{boot_a.size} bootstrap draws")  # fmt: skip
+    tail = (1 - confidence) / 2
+    lo, hi = np.quantile(boot_b / boot_a, [tail, 1 - tail])
+    return float(lo), float(hi)
+
+
 def _tail_result(
-    q: float, va: float, vb: float, p: float, boot_a: Array, boot_b: Array, confidence: float
+    q: float, va: float, vb: float, perm: PermP, ci: tuple[float, float] | str | None
 ) -> TailTest:
     """The test's estimates, with None and the reason where a ratio to A does not exist
-    (A's quantile 0: the change is unbounded in %; 0 on both sides: 0 / 0)."""
+    (A's quantile 0: the change is unbounded in %; 0 on both sides: 0 / 0) or the CI
+    does not (`ci` is then the reason; None: no CI was asked for, nothing to explain)."""
     name = tail_name(q)
     why: list[str] = []
     ratio: float | None = vb / va if va > 0 and vb >= 0 else None
@@ -395,16 +498,12 @@ def _tail_result(
         why.append(f"{name} ratio undefined: side A's pooled {name} is {va:.6g}")
     elif vb < 0:
         why.append(f"{name} ratio undefined: side B's pooled {name} is {vb:.6g}")
-    bad = int((boot_a <= 0).sum())
-    lo: float | None = None
-    hi: float | None = None
-    if ratio is not None and bad == 0:
-        tail = (1 - confidence) / 2
-        lo, hi = (float(v) for v in np.quantile(boot_b / boot_a, [tail, 1 - tail]))
-    elif ratio is not None:
-        why.append(f"{name} CI undefined: side A's pooled {name} is <= 0 in {bad} of "
-                   f"{boot_a.size} bootstrap draws")  # fmt: skip
-    return TailTest(q, va, vb, ratio, p, lo, hi, tuple(why))
+    lo = hi = None
+    if ratio is not None and isinstance(ci, tuple):
+        lo, hi = ci
+    elif ratio is not None and isinstance(ci, str):
+        why.append(ci)
+    return TailTest(q, va, vb, ratio, perm.p_value, lo, hi, tuple(why), perm.n_perm)
 
 
 def _boot_quantiles(
@@ -421,18 +520,22 @@ def _boot_quantiles(
 
 
 def _max_test(
-    ra: list[Array], rb: list[Array], n_perm: int, n_boot: int, confidence: float,
+    ra: list[Array], rb: list[Array], n_perm: int, resolve: float | None, logs: bool,
     rng: np.random.Generator,
 ) -> TailTest:  # fmt: skip
+    """The maximum's permutation test. No CI: a percentile bootstrap of a sample maximum
+    is inconsistent (a resample's max is the sample's with probability ~63%), and an
+    m-out-of-n bootstrap needs a choice of m the data cannot check at 24 runs."""
     maxima = np.array([r.max() for r in ra + rb])
-    labels = _with_relabellings(len(ra), len(rb), n_perm, rng)
-    ma = np.where(labels == 1, maxima, -np.inf).max(axis=1)
-    mb = np.where(labels == 0, maxima, -np.inf).max(axis=1)
-    p = _perm_p(_distance(mb, ma))
-    na, nb = len(ra), len(rb)
-    ba = maxima[:na][rng.integers(0, na, size=(n_boot, na))].max(axis=1)
-    bb = maxima[na:][rng.integers(0, nb, size=(n_boot, nb))].max(axis=1)
-    return _tail_result(1.0, float(ma[0]), float(mb[0]), p, ba, bb, confidence)
+
+    def distance(labels: Array) -> Array:
+        ma = np.where(labels == 1, maxima, -np.inf).max(axis=1)
+        mb = np.where(labels == 0, maxima, -np.inf).max(axis=1)
+        return _distance(mb, ma, logs)
+
+    perm = adaptive_perm_p(distance, len(ra), len(rb), n_perm=n_perm, resolve=resolve, rng=rng)
+    va, vb = float(maxima[: len(ra)].max()), float(maxima[len(ra) :].max())
+    return _tail_result(1.0, va, vb, perm, None)
 
 
 # -- shape and design warnings -----------------------------------------------------------
@@ -472,26 +575,33 @@ def anderson_darling_p(
     return _perm_p(_ad_statistic(labels, inverse, ties.astype(np.float64)))
 
 
-def bimodality_coefficient(x: ArrayLike) -> float:
-    """Sarle's bimodality coefficient, from the bias-corrected sample skewness and excess
-    kurtosis; above 5/9 (the uniform's) suggests two modes."""
-    v = as_values(x, "values", min_n=4)
-    n = v.size
-    d = v - v.mean()
-    m2, m3, m4 = (d**2).mean(), (d**3).mean(), (d**4).mean()
-    if m2 == 0:
+@dataclass(frozen=True)
+class DriftTest:
+    rho_a: float  # Spearman of each side's values against run order (0 when constant)
+    rho_b: float
+    p_value: float  # two-sided: do the sides trend differently?
+
+
+def _spearman(order: Array, values: Array) -> float:
+    if np.ptp(order) == 0 or np.ptp(values) == 0:
         return 0.0
-    g = math.sqrt(n * (n - 1)) / (n - 2) * m3 / m2**1.5
-    k = (n - 1) / ((n - 2) * (n - 3)) * ((n + 1) * (m4 / m2**2 - 3) + 6)
-    return float((g**2 + 1) / (k + 3 * (n - 1) ** 2 / ((n - 2) * (n - 3))))
+    return float(st.spearmanr(order, values).statistic)
 
 
-def drift_p(order: ArrayLike, values: ArrayLike) -> float:
-    """Spearman p of values against run order (1.0 when either is constant)."""
-    o, v = as_values(order, "run order", min_n=3), as_values(values, "values", min_n=3)
-    if np.ptp(o) == 0 or np.ptp(v) == 0:
-        return 1.0
-    return float(st.spearmanr(o, v).pvalue)
+def drift_difference(
+    order_a: ArrayLike, a: ArrayLike, order_b: ArrayLike, b: ArrayLike
+) -> DriftTest:
+    """Do A and B trend differently against run order? A drift common to both sides (the
+    host warming up) is what the ABBA interleaving balances; only a difference biases
+    the comparison. Fisher's z of the two Spearman correlations, with the 1.06/(n - 3)
+    variance of Spearman's z (Fieller, Hartley and Pearson 1957). Needs 4 runs a side."""
+    oa, xa = as_values(order_a, "run order A", min_n=4), as_values(a, "side A", min_n=4)
+    ob, xb = as_values(order_b, "run order B", min_n=4), as_values(b, "side B", min_n=4)
+    ra, rb = _spearman(oa, xa), _spearman(ob, xb)
+    clip = 1 - 1e-9  # |rho| = 1 (a perfectly monotone side) has z = +-inf
+    z = np.arctanh(np.clip([ra, rb], -clip, clip))
+    se = math.sqrt(1.06 / (xa.size - 3) + 1.06 / (xb.size - 3))
+    return DriftTest(ra, rb, float(2 * st.norm.sf(abs(z[0] - z[1]) / se)))
 
 
 def tied_fraction(x: ArrayLike) -> float:
@@ -525,11 +635,20 @@ def benjamini_hochberg(p: ArrayLike) -> Array:
     return np.asarray(st.false_discovery_control(pv, method="bh"))
 
 
-@functools.lru_cache(maxsize=64)
-def obrien_fleming_bounds(fractions: Sequence[float], alpha: float = 0.05) -> tuple[float, ...]:
-    """Two-sided Lan-DeMets O'Brien-Fleming boundaries |z| >= c_k at information fractions.
+# The alpha-spending family's exponent: alpha(t) = alpha * t**3 (Kim and DeMets' power
+# family). O'Brien-Fleming's spending put the first of four looks at p 8.86e-5, which
+# 9,999 permutations cannot resolve; rho = 3 puts it at 7.8e-4 (the others 0.0058,
+# 0.0183, 0.0424), within reach of ~12,800, at about the same power by the last look.
+SPENDING_RHO = 3.0
 
-    Spending alpha(t) = 2 - 2 Phi(z_{alpha/2} / sqrt(t)); each c_k solves
+
+@functools.lru_cache(maxsize=256)
+def sequential_bounds(
+    fractions: Sequence[float], alpha: float = 0.05, rho: float = SPENDING_RHO
+) -> tuple[float, ...]:
+    """Two-sided group-sequential boundaries |z| >= c_k at information fractions.
+
+    Lan-DeMets with the power spending function alpha(t) = alpha t^rho; each c_k solves
     P(no earlier crossing, |Z_k| >= c_k) = alpha(t_k) - alpha(t_{k-1}) under H0. The density
     of the score S = Z sqrt(t) in the continuation region is carried across the looks on a
     grid (Armitage, McPherson and Rowe 1969); each look's crossing probability integrates
@@ -538,7 +657,7 @@ def obrien_fleming_bounds(fractions: Sequence[float], alpha: float = 0.05) -> tu
     t = np.asarray(fractions, dtype=np.float64)
     if t.size == 0 or (np.diff(t) <= 0).any() or t[0] <= 0 or t[-1] > 1 + 1e-12:
         raise StatsInputError(f"information fractions must rise in (0, 1]: {list(fractions)}")
-    spent = 2 * st.norm.sf(st.norm.isf(alpha / 2) / np.sqrt(t))
+    spent = alpha * t**rho
     grid = np.linspace(-10, 10, 2001)
     weights = np.zeros_like(grid)  # probability mass of S on the grid, still running
     weights[grid.size // 2] = 1.0  # S = 0 before the first look
@@ -587,8 +706,20 @@ def smallest_detectable_shift(
 # they are counted apart and never enter the test.
 KERNEL_FAILURES = ("panic", "boot-failed", "timeout", "console-overflow", "parse-failed")
 HOST_FAILURES = ("infra-error", "lost", "cancelled")
-# A failure excess is alerted on (the comparison ends reliability-regression) at p <= this.
+# A failure excess is alerted on (the comparison ends reliability-regression) with at most
+# this chance when A and B fail alike, over all the looks of a comparison.
 RELIABILITY_ALPHA = 0.01
+
+
+def reliability_level(look: int, looks: int, alpha: float = RELIABILITY_ALPHA) -> float:
+    """The failure test's level at a look: three quarters of alpha at the first (where
+    most comparisons end; 0/24 vs 6/24 failures, Boschloo p 0.0066, is flagged there), the
+    last quarter spread evenly over the rest. The levels sum to alpha, so the whole
+    procedure flags equal failure rates at most alpha of the time (Bonferroni over the
+    looks; an exact test's size never exceeds its level)."""
+    if looks == 1:
+        return alpha
+    return 3 * alpha / 4 if look == 1 else alpha / (4 * (looks - 1))
 
 
 @dataclass(frozen=True)
@@ -628,27 +759,34 @@ def failure_counts(outcomes: Sequence[str]) -> FailureCounts:
 
 @dataclass(frozen=True)
 class FailureTest:
-    p_value: float  # Fisher's exact, one-sided: B fails more often than A
-    p_boschloo: float  # Boschloo's exact test, same direction: a cross-check, never the gate
+    p_value: float  # Boschloo's exact test, one-sided (B fails more often): the gate
+    p_fisher: float  # Fisher's exact test, same direction: shown beside it, not deciding
     rate_a: float | None  # kernel failures / attempts; None with no attempts
     rate_b: float | None
 
 
 def failure_excess(a: FailureCounts, b: FailureCounts) -> FailureTest:
-    """Is B's kernel-failure rate above A's? Fisher's exact test on the 2x2 table of
+    """Is B's kernel-failure rate above A's? Boschloo's exact test on the 2x2 table of
     (kernel failures, ok) per side, one-sided for an excess in B: a B that fails less is
-    not a reliability regression. Exact, so p is a number for any counts (1 when a side
-    has no attempts or nothing failed)."""
-    table = [[b.kernel_failures, b.ok], [a.kernel_failures, a.ok]]
+    not a reliability regression.
+
+    Boschloo's test orders tables by Fisher's p and calibrates that order over the
+    unknown common failure rate instead of conditioning on the total: it is exact (its
+    size never exceeds alpha) and uniformly more powerful than Fisher's, whose conditioning
+    leaves it conservative at these counts (0/24 vs 6/24: Fisher 0.011, Boschloo 0.0066).
+    p is 1 when a side has no attempts or B has no failure."""
+    # One column per side (SciPy's Boschloo takes each column as one binomial sample;
+    # Fisher's test is the same either way): failures on top, B first.
+    table = [[b.kernel_failures, a.kernel_failures], [b.ok, a.ok]]
     if b.kernel_failures == 0 or a.attempts == 0:
-        p = pb = 1.0  # nothing to test: SciPy's answer too, without its degenerate paths
+        p = pf = 1.0  # nothing to test: SciPy's answer too, without its degenerate paths
     else:
-        p = float(st.fisher_exact(table, alternative="greater").pvalue)
-        pb = float(st.boschloo_exact(table, alternative="greater").pvalue)
-        if not math.isfinite(pb):  # degenerate tables (nothing ok on either side)
-            pb = p
+        pf = float(st.fisher_exact(table, alternative="greater").pvalue)
+        p = float(st.boschloo_exact(table, alternative="greater").pvalue)
+        if not math.isfinite(p):  # degenerate tables (nothing ok on either side)
+            p = pf
 
     def rate(c: FailureCounts) -> float | None:
         return c.kernel_failures / c.attempts if c.attempts else None
 
-    return FailureTest(min(p, 1.0), min(pb, 1.0), rate(a), rate(b))
+    return FailureTest(min(p, 1.0), min(pf, 1.0), rate(a), rate(b))

@@ -10,7 +10,7 @@ Every event (a build or a run ended, an analysis finished, the periodic kick) ca
 step. It is idempotent, so a duplicate message or a lost one does no harm: the kick re-sends
 tasks the broker lost (a Redis restart), and the claim of each step is a conditional UPDATE.
 A run that did not end ok is not a measurement, but its outcome is data: the failure
-rates are tested (Fisher) at every look and when a slot used up its attempts. It is
+rates are tested (Boschloo) at every look and when a slot used up its attempts. It is
 replaced by a new Run row in a fresh AB/BA pair with a run of the other side, up to
 RCUBENCH_RUN_ATTEMPTS per slot; then the comparison ends ok as reliability-regression if
 B's kernel fails significantly more often than A's, else failed as runs-failed.
@@ -147,7 +147,7 @@ def _replace_failed(
 
 def _end_on_failures(c: Comparison, run: Run, attempts: int) -> None:
     """A run slot failed RCUBENCH_RUN_ATTEMPTS times. If B's kernel fails significantly
-    more often than A's (Fisher, the failure rates of every finished run), that is the
+    more often than A's (Boschloo, the failure rates of every finished run), that is the
     comparison's answer: it ends ok with the verdict reliability-regression, having done
     its job. Otherwise (host failures, which never count, or an excess the test does not
     find) it ends failed as runs-failed."""
@@ -174,7 +174,7 @@ def _failure_summary(benchmark: str, details: dict[str, object], p: float) -> st
             raise TypeError(f"failure counts of side {name}: {d!r}")
         return f"{name} {d['kernel_failures']}/{d['attempts']}"
 
-    return f"{benchmark} kernel failures {side('B')} vs {side('A')}, Fisher p {p:.2g}"
+    return f"{benchmark} kernel failures {side('B')} vs {side('A')}, Boschloo p {p:.2g}"
 
 
 def conclude_look(comparison_id: int) -> None:

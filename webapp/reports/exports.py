@@ -69,12 +69,12 @@ def verdict_dicts(c: Comparison) -> list[dict[str, object]]:
 
 def reliability_dicts(c: Comparison) -> list[dict[str, object]]:
     """Per benchmark: each side's attempts, ok, kernel failures (by outcome) and host
-    failures, and the last failure-rate test (Fisher one-sided p, Boschloo's p beside it,
+    failures, and the last failure-rate test (Boschloo one-sided p, Fisher's beside it,
     alpha, verdict; None and "" before the first)."""
     return [
         {"benchmark": r.benchmark, "a": asdict(r.sides[0]), "b": asdict(r.sides[1]),
          "p_value": r.p_value, "p_method": "exact" if r.p_value is not None else None,
-         "test": "fisher-exact, one-sided (B fails more often)", "p_boschloo": r.p_boschloo,
+         "test": "boschloo-exact, one-sided (B fails more often)", "p_fisher": r.p_fisher,
          "alpha": r.alpha, "verdict": r.verdict}
         for r in reliability_rows(c)
     ]  # fmt: skip

@@ -317,7 +317,13 @@ class VerdictRow:
 
     @property
     def adjustment(self) -> str:
-        return str(self.verdict.details.get("adjustment", ""))
+        """The family, and the look's boundary the row was held to (Holm: the raw p
+        against its step's boundary; BH: the adjusted p against the look's)."""
+        d = self.verdict.details
+        family, boundary = str(d.get("adjustment", "")), d.get("boundary")
+        if family and isinstance(boundary, float | int):
+            return f"{family}, boundary {boundary:.2g}"
+        return family
 
     @property
     def p_method(self) -> str:
@@ -378,12 +384,15 @@ class VerdictRow:
 # The mark beside each primary-test p and what it means, in the report's order (STATS.md
 # v2: a p below 1/(B+1) is exact or marked approximate).
 P_MARKERS = {
-    "permutation": ("P", "permutation p from {b} random relabellings of whole runs, never "
-                         "below 1/({b} + 1)"),
+    "permutation": ("P", "permutation p from {b} random relabellings of whole runs (raised "
+                         "where the look's boundary needed it), never below 1/(B + 1)"),
+    # Only in verdicts stored before the v2 rules, which no longer produce it.
     "t-approximation": ("≈", "far-tail approximation: none of {b} relabellings was as extreme, "
                              "so p is Brunner-Munzel's t approximation, below what the "
                              "permutations resolve"),
-    "exact": ("E", "exact: every relabelling of the runs is as extreme (W = 0, p = 1)"),
+    "exact": ("E", "exact: every relabelling of the runs is as extreme (W = 0, p = 1), or "
+                   "the runs are completely separated (only that split and its mirror: "
+                   "p = 2 / C(n_A + n_B, n_A))"),
 }  # fmt: skip
 
 
@@ -457,13 +466,13 @@ class SideFailures:
 
 @dataclass(frozen=True)
 class ReliabilityRow:
-    """One benchmark's failure counts now, and the last Fisher test of them (at a look, or
+    """One benchmark's failure counts now, and the last test of them (at a look, or
     when a run slot used up its attempts); None and "" before the first."""
 
     benchmark: str
     sides: tuple[SideFailures, SideFailures]
-    p_value: float | None  # Fisher's exact, one-sided: B fails more often
-    p_boschloo: float | None  # the unconditional exact test, shown, not deciding
+    p_value: float | None  # Boschloo's exact test, one-sided: B fails more often
+    p_fisher: float | None  # the conditional exact test, shown, not deciding
     alpha: float
     verdict: str
     tested_on: str  # the attempts the stored test counted, when they differ from now's
@@ -473,8 +482,8 @@ class ReliabilityRow:
         return _p(self.p_value)
 
     @property
-    def boschloo(self) -> str:
-        return _p(self.p_boschloo)
+    def fisher(self) -> str:
+        return _p(self.p_fisher)
 
 
 def _side_failures(side: str, f: FailureCounts) -> SideFailures:
@@ -495,10 +504,10 @@ def reliability_rows(c: Comparison) -> list[ReliabilityRow]:
         if v is not None and (v.n_a, v.n_b) != (f.a.attempts, f.b.attempts):
             tested_on = f"tested on {v.n_a} (A) and {v.n_b} (B) attempts, at look {v.look}"
         d = v.details if v is not None else {}
-        p_boschloo, alpha = d.get("p_boschloo"), d.get("alpha", RELIABILITY_ALPHA)
+        p_fisher, alpha = d.get("p_fisher"), d.get("alpha", RELIABILITY_ALPHA)
         rows.append(ReliabilityRow(
             f.benchmark, sides, v.p_value if v is not None else None,
-            float(p_boschloo) if isinstance(p_boschloo, float | int) else None,
+            float(p_fisher) if isinstance(p_fisher, float | int) else None,
             float(alpha) if isinstance(alpha, float | int) else RELIABILITY_ALPHA,
             v.verdict if v is not None else "", tested_on,
         ))  # fmt: skip

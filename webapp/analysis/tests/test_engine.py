@@ -30,6 +30,13 @@ def _design(**kw):
     return E.Design(n_perm=1999, n_boot=500, n_perm_shape=199, **kw)
 
 
+def _num(r: E.StatResult, key: str) -> float:
+    """A number from a result's details (typed object there)."""
+    v = r.details[key]
+    assert isinstance(v, int | float)
+    return float(v)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(7)
@@ -45,7 +52,14 @@ def test_refuses_fewer_than_24_runs(rng):
 def test_looks_and_boundaries():
     design = E.Design()
     assert design.looks == (24, 48, 72, 96)
-    assert design.bounds == pytest.approx((3.92, 2.77, 2.30, 2.04), abs=0.012)
+    # Power spending alpha t^3: the first look spends .05/64, nominal p 7.8e-4 (resolvable
+    # by ~12,800 permutations, where O'Brien-Fleming's 8.9e-5 was not); then .0058, .0183,
+    # .0424 (by the grid integration).
+    nominal = [design.alpha_at(k) for k in (1, 2, 3, 4)]
+    assert nominal == pytest.approx([0.05 / 64, 0.00578, 0.0183, 0.0424], rel=0.01)
+    # Holm's local level alpha / 2 has its own spending, not the nominal halved.
+    assert design.alpha_at(1, 0.025) == pytest.approx(0.025 / 64)
+    assert design.alpha_at(4, 0.025) == pytest.approx(0.0205, rel=0.01)
     assert [design.look_at(n) for n in (24, 47, 48, 96)] == [1, 1, 2, 4]
 
 
@@ -133,13 +147,23 @@ def test_holm_across_benchmarks(rng):
     assert all(r.p_adjusted >= r.p_value for r in primaries)
 
 
-def test_drift_is_warned(rng):
+def _drifting(runs, per_run):
+    return [E.RunSamples(r.order, (r.samples[0] * (1 + per_run * i),))
+            for i, r in enumerate(runs)]  # fmt: skip
+
+
+def test_drift_is_warned_when_the_sides_drift_apart_not_together(rng):
     m = _metric(rng, cv=0.01)
-    drifting = [E.RunSamples(r.order, (r.samples[0] * (1 + 0.01 * i),))
-                for i, r in enumerate(m.runs_a)]  # fmt: skip
-    m = E.MetricInput(**{**m.__dict__, "runs_a": drifting})
-    r = E.analyse([m], _design()).results[0]
-    assert any(w.startswith("drift: side A") for w in r.warnings)
+    apart = E.MetricInput(**{**m.__dict__, "runs_a": _drifting(m.runs_a, 0.01)})
+    r = E.analyse([apart], _design()).results[0]
+    assert any(w.startswith("drift: the sides trend differently") for w in r.warnings)
+    assert _num(r, "drift_rho_a") > 0.9 > abs(_num(r, "drift_rho_b"))
+    # The same drift on both sides (the host warming up) is what ABBA balances: no warning.
+    together = E.MetricInput(**{**m.__dict__, "runs_a": _drifting(m.runs_a, 0.01),
+                                "runs_b": _drifting(m.runs_b, 0.01)})  # fmt: skip
+    r = E.analyse([together], _design()).results[0]
+    assert not any(w.startswith("drift") for w in r.warnings)
+    assert _num(r, "p_drift") > 0.01
 
 
 def test_nan_sample_names_the_run(rng):
@@ -251,11 +275,17 @@ def test_equal_constant_sides_are_unchanged_with_undefined_cross_checks(rng):
     assert r.verdict == E.NO_CHANGE
 
 
-def test_constant_sides_that_differ_are_a_marked_tiny_p_never_nan(rng):
+def test_constant_sides_that_differ_are_a_resolved_tiny_p_never_nan(rng):
     r = E.analyse([_values([5.0] * 24, [6.0] * 24)], _design()).results[0]
     assert E.non_finite(r) == []
-    assert r.p_value < 0.01
-    assert r.details["p_method"] == "t-approximation"  # below 1/(B+1): marked
+    # No relabelling is as extreme (but the mirror): the permutations were raised until
+    # the first look's boundary (.05/64) has 10 expected beyond it, and p is their floor.
+    b = int(_num(r, "p_permutations"))
+    assert r.details["p_method"] == "permutation"
+    boundary = E.Resolve.of([_values([5.0] * 24, [6.0] * 24)], _design(), 1).primary
+    assert boundary == pytest.approx(0.05 / 64)
+    assert b == stats.permutations_to_resolve(boundary) in (12_800, 12_801)  # float rounding
+    assert r.p_value == pytest.approx(1 / (b + 1))
     assert r.details["statistic_w"] is None  # W = +inf is not stored as a float
     assert str(r.details["statistic_w_undefined"]).startswith("W is +inf")
     assert r.shift == pytest.approx(20.0)
@@ -267,8 +297,8 @@ def test_constant_sides_that_differ_are_a_marked_tiny_p_never_nan(rng):
 def test_complete_separation_gives_p_below_001_never_nan(rng):
     r = E.analyse([_values(range(1000, 1024), range(1100, 1124))], _design()).results[0]
     assert E.non_finite(r) == []
-    assert r.p_value < 0.01
-    assert r.details["p_method"] == "t-approximation"
+    assert r.p_value == pytest.approx(2 / math.comb(48, 24))  # exact: the split and its mirror
+    assert r.details["p_method"] == "exact"
     assert r.p_median is not None
     assert r.p_median < 0.01
 
@@ -293,15 +323,20 @@ def test_every_p_says_how_it_was_obtained(rng):
     res = E.analyse([_latency(runs(1.0), runs(1.02))], _design())
     by = {r.statistic: r for r in res.results}
     for name in ("p50", "mean", "p90"):
-        assert by[name].details["p_method"] in ("permutation", "t-approximation")
         assert "sign_test" in by[name].details
     for name in ("p99", "max"):
-        assert by[name].details["p_method"] == "permutation"
         assert "sign_test" not in by[name].details
+    # Never below the resolution of the permutations behind it (1999, or more where the
+    # look's boundary needed them: at least 10 expected beyond it).
     for r in res.results:
-        assert r.details["p_permutations"] == 1999
-        if r.details["p_method"] == "permutation":
-            assert r.p_value >= 1 / 2000
+        b = int(_num(r, "p_permutations"))
+        assert r.details["p_method"] == "permutation"
+        resolve = E.Resolve.of([_latency(runs(1.0), runs(1.0))], _design(), 1)
+        assert b in (
+            1999,
+            *map(stats.permutations_to_resolve, (resolve.primary, resolve.secondary)),
+        )
+        assert r.p_value >= 1 / (b + 1)
 
 
 def test_a_nan_or_inf_anywhere_in_a_result_is_refused_by_name(rng):
@@ -346,10 +381,11 @@ def test_a_failure_excess_in_b_is_the_comparisons_verdict_whatever_the_metrics_s
     first = res.results[0]  # reliability leads the report order
     assert (first.metric, first.statistic, first.verdict) == (
         "failure_rate",
-        "fisher",
+        "boschloo",
         E.RELIABILITY,
     )
-    assert first.p_value == pytest.approx(math.comb(24, 7) / math.comb(48, 7), rel=1e-12)
+    assert first.details["p_fisher"] == pytest.approx(math.comb(24, 7) / math.comb(48, 7))
+    assert first.p_value < _num(first, "p_fisher")  # Boschloo: never above Fisher's
     assert first.details["b"] == {"attempts": 24, "ok": 17, "kernel_failures": 7,
                                   "host_failures": 0, "by_outcome": {"panic": 7}}  # fmt: skip
     assert first.details["p_method"] == "exact"
@@ -357,10 +393,26 @@ def test_a_failure_excess_in_b_is_the_comparisons_verdict_whatever_the_metrics_s
     assert E.SEVERITY[0] == E.RELIABILITY
 
 
-def test_6_of_24_failures_are_not_flagged_at_fisher_001_and_leave_the_verdict_alone(rng):
+def test_6_of_24_failures_are_flagged_at_the_first_look(rng):
+    # STATS.md v2: 0/24 vs 6/24 is flagged. Boschloo p 0.0066 <= the first look's 0.0075.
     res = E.analyse([_metric(rng, shift=0.10)], _design(), [_failures(fb=6)])
-    row = next(r for r in res.results if r.statistic == "fisher")
-    assert row.p_value == pytest.approx(0.010968, abs=1e-6)  # C(24,6)/C(48,6): just above .01
+    row = next(r for r in res.results if r.statistic == "boschloo")
+    assert row.p_value == pytest.approx(0.0066457, abs=1e-6)
+    assert row.details["p_fisher"] == pytest.approx(0.010968, abs=1e-6)  # would miss .01
+    assert (row.details["alpha"], row.verdict) == (0.0075, E.RELIABILITY)
+    assert res.verdict == E.RELIABILITY
+
+
+def test_the_failure_levels_sum_to_001_over_the_looks(rng):
+    # Three quarters at the first look, the rest spread: 6/48 vs 0/48 at look 2 is not
+    # flagged at .01/12, and the metric's regression stays the verdict.
+    assert [stats.reliability_level(k, 4) for k in (1, 2, 3, 4)] == pytest.approx(
+        [0.0075, 0.01 / 12, 0.01 / 12, 0.01 / 12]
+    )
+    assert sum(stats.reliability_level(k, 4) for k in (1, 2, 3, 4)) == pytest.approx(0.01)
+    res = E.analyse([_metric(rng, n=48, shift=0.10)], _design(), [_failures(fb=6, n=48)])
+    row = next(r for r in res.results if r.statistic == "boschloo")
+    assert (row.look, row.details["alpha"]) == (2, pytest.approx(0.01 / 12))
     assert row.verdict == E.NO_CHANGE
     assert res.verdict == E.REGRESSION  # the metric's, not the failure row's
 
@@ -368,7 +420,7 @@ def test_6_of_24_failures_are_not_flagged_at_fisher_001_and_leave_the_verdict_al
 def test_host_failures_never_count_against_the_kernel(rng):
     res = E.analyse([_metric(rng, shift=0.0, cv=0.003)], _design(),
                     [_failures(fb=12, code="infra-error")])  # fmt: skip
-    row = next(r for r in res.results if r.statistic == "fisher")
+    row = next(r for r in res.results if r.statistic == "boschloo")
     assert (row.verdict, row.p_value, row.n_b) == (E.NO_CHANGE, 1.0, 12)
     assert row.details["b"] == {"attempts": 12, "ok": 12, "kernel_failures": 0,
                                 "host_failures": 12, "by_outcome": {"infra-error": 12}}  # fmt: skip
@@ -398,7 +450,9 @@ def _stat(shift, repeated, *, p=0.001, plain=None, lower_is_better=True, contend
 
 
 def _decided(r, *, alpha=0.01, final=False, imbalance=0.1):
-    E.decide(r, alpha, final, imbalance)
+    r.details["boundary"] = alpha  # as adjust() leaves a result with one primary metric
+    r.crossed = r.p_adjusted <= alpha
+    E.decide(r, final, imbalance)
     return r
 
 
@@ -458,21 +512,21 @@ def test_no_meaningful_change_needs_the_repeated_ci_inside_the_threshold_at_ever
 
 
 def test_the_last_look_of_a_sequential_design_uses_its_repeated_ci():
-    # 96 runs per side at the normal quantiles of a lognormal CV 4%, B = A x e^0.0078: the
-    # HL shift is exactly 0.78%, Brunner-Munzel p ~0.19 (no boundary crossed). The plain
-    # 95% CI (-0.39%, 1.97%) is inside +-2% (the pre-v2 rule: no meaningful change); the
-    # last look's repeated CI (level 1 - 0.041: -0.44%, 2.02%) is not: inconclusive, done.
+    # 96 runs per side at the normal quantiles of a lognormal CV 4%, B = A x e^0.008: the
+    # HL shift is exactly 0.80%, Brunner-Munzel p ~0.19 (no boundary crossed). The plain
+    # 95% CI (-0.36%, 1.98%) is inside +-2% (the pre-v2 rule: no meaningful change); the
+    # last look's repeated CI (level 1 - 0.0424: -0.39%, 2.01%) is not: inconclusive, done.
     z = st.norm.ppf((np.arange(96) + 0.5) / 96)[(np.arange(96) * 37) % 96]  # no drift
     a = 1000 * np.exp(0.04 * z)
-    res = E.analyse([_values(a, a * math.exp(0.0078))], _design())
+    res = E.analyse([_values(a, a * math.exp(0.008))], _design())
     r = res.results[0]
     assert (r.look, res.need_more_runs) == (4, 0)
-    assert r.details["alpha_look"] == pytest.approx(0.0409, abs=1e-4)
-    assert r.shift == pytest.approx(100 * math.expm1(0.0078))
-    assert r.ci_low == pytest.approx(-0.387, abs=1e-3)
-    assert r.ci_high == pytest.approx(1.967, abs=1e-3)
-    assert r.details["repeated_ci"] == [pytest.approx(-0.436, abs=1e-3),
-                                        pytest.approx(2.017, abs=1e-3)]  # fmt: skip
+    assert r.details["alpha_look"] == pytest.approx(0.04236, abs=1e-5)
+    assert r.shift == pytest.approx(100 * math.expm1(0.008))
+    assert r.ci_low == pytest.approx(-0.361, abs=1e-3)
+    assert r.ci_high == pytest.approx(1.981, abs=1e-3)
+    assert r.details["repeated_ci"] == [pytest.approx(-0.394, abs=1e-3),
+                                        pytest.approx(2.015, abs=1e-3)]  # fmt: skip
     assert r.p_adjusted > 0.1
     assert (r.verdict, r.pending) == (E.INCONCLUSIVE, False)
 
@@ -536,3 +590,85 @@ def test_a_clear_regression_on_a_contended_side_asks_for_quieter_runs(rng):
     # At the last look there is nothing to wait for: inconclusive, and done.
     last = E.analyse([held], _design(max_runs=24))
     assert (last.verdict, last.need_more_runs) == (E.INCONCLUSIVE, 0)
+
+
+# --- Holm with sequential boundaries, thresholds, tails' CIs, no primary -------------------
+
+
+def _primary(benchmark: str, p: float) -> E.StatResult:
+    return E.StatResult(
+        benchmark=benchmark, metric="m", unit="ms", statistic="value", is_primary=True,
+        look=1, n_a=24, n_b=24, median_a=1.0, median_b=1.1, shift=10.0, ci_low=5.0,
+        ci_high=15.0, relative=True, p_value=p, p_mannwhitney=None, p_median=None,
+        prob_b_gt_a=None, cliffs_delta=None, threshold=2.0, lower_is_better=True,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("p", "crossed"),
+    [
+        # Step 1 at level .025 (first look: .025/64 = 3.9e-4), step 2 at .05 (7.8e-4).
+        ((0.0003, 0.0007), (True, True)),
+        # Both below the single-metric boundary 7.8e-4, but step 1 fails: Holm stops there.
+        ((0.0005, 0.0006), (False, False)),
+        ((0.0003, 0.0009), (True, False)),
+    ],
+)
+def test_holm_steps_down_through_each_levels_own_boundary(p, crossed):
+    results = [_primary("boot-time", p[0]), _primary("smt-toggle", p[1])]
+    E.adjust(results, _design(), 1)
+    assert tuple(r.crossed for r in results) == crossed
+    assert [r.details["boundary"] for r in results] == [
+        pytest.approx(0.025 / 64), pytest.approx(0.05 / 64)]  # fmt: skip
+    assert [r.p_adjusted for r in results] == pytest.approx(stats.holm(p))  # shown, not gating
+
+
+def test_an_absolute_threshold_left_unset_is_refused_not_zero(rng):
+    m = dataclasses.replace(_metric(rng), threshold=None, threshold_is_absolute=True)
+    with pytest.raises(
+        E.ThresholdUnset, match="boot-time/kernel_to_init_ms: an absolute threshold"
+    ):
+        E.analyse([m], _design())
+
+
+def test_values_at_or_below_zero_get_the_threshold_in_the_unit(rng):
+    # A median of -100 (e.g. a signed offset): the 2% threshold is 2 units, B - A is absolute.
+    a, b = np.linspace(-101, -99, 24), np.linspace(-101, -99, 24) + 0.2
+    r = E.analyse([_values(list(a), list(b))], _design()).results[0]
+    assert (r.relative, r.threshold) == (False, pytest.approx(2.0))
+    assert "threshold is 2 ms (2% of A's median)" in r.warnings[0]
+    assert r.verdict == E.NO_CHANGE  # 0.2 units, the repeated CI well inside +-2
+    # Around 0 there is no % of A's median: no threshold, so "no meaningful change" only
+    # where no pair of runs differs at all.
+    zero = E.analyse([_values(list(a + 100), list(b + 100))], _design()).results[0]
+    assert zero.details["threshold_undefined"] is True
+    assert "threshold is undefined (A's median is 0)" in zero.warnings[0]
+    assert zero.verdict == E.INCONCLUSIVE
+    same = E.analyse([_values([0.0] * 24, [0.0] * 24)], _design()).results[0]
+    assert (same.details["threshold_undefined"], same.verdict) == (True, E.NO_CHANGE)
+
+
+def test_a_comparison_with_no_primary_metric_is_not_no_change(rng):
+    res = E.analyse([_metric(rng, cv=0.003, primary=False)], _design(max_runs=24))
+    assert res.results[0].verdict == E.NO_CHANGE  # the secondary metric itself
+    assert res.verdict == E.INCONCLUSIVE  # but no primary metric decided anything
+
+
+def test_tail_cis_at_the_last_look_only_and_never_for_the_max(rng):
+    def runs(n):
+        return [rng.lognormal(math.log(6), 0.1, 30) for _ in range(n)]
+
+    interim = {r.statistic: r for r in E.analyse([_latency(runs(24), runs(24))], _design()).results}
+    assert (interim["p99"].ci_low, interim["p99"].ci_high) == (None, None)
+    assert str(interim["p99"].details["ci_level"]).startswith("none at an interim look")
+    last = {r.statistic: r for r in
+            E.analyse([_latency(runs(24), runs(24))], _design(max_runs=24)).results}  # fmt: skip
+    low, high = last["p99"].ci_low, last["p99"].ci_high
+    assert low is not None
+    assert high is not None
+    assert low < high
+    assert str(last["p99"].details["ci_level"]).startswith("95.0% (the last look's level)")
+    for res in (interim, last):
+        assert (res["max"].ci_low, res["max"].ci_high) == (None, None)
+        assert "no percentile-bootstrap CI of a maximum" in str(res["max"].details["ci_level"])
+        assert not any("CI" in w for w in res["max"].warnings)  # by design, not a warning

@@ -277,7 +277,7 @@ def test_a_kernel_failing_7_of_31_boots_ends_reliability_regression_with_the_cou
     assert (c.state, c.result, c.error_code, c.verdict) == (
         "done", "ok", "", "reliability-regression",
     )  # fmt: skip
-    row = c.verdicts.get(metric="failure_rate", statistic="fisher")
+    row = c.verdicts.get(metric="failure_rate", statistic="boschloo")
     assert (row.verdict, row.is_primary, row.n_a, row.n_b) == (
         "reliability-regression",
         True,
@@ -287,7 +287,9 @@ def test_a_kernel_failing_7_of_31_boots_ends_reliability_regression_with_the_cou
     assert row.details["b"]["by_outcome"] == {"panic": 7}
     assert row.details["a"]["kernel_failures"] == 0
     # Each failure's replacement came with an A run: 31 ok on A, 24 ok + 7 panics on B.
-    assert row.p_value == pytest.approx(math.comb(31, 7) / math.comb(62, 7), rel=1e-9)  # 0.0053
+    fisher = math.comb(31, 7) / math.comb(62, 7)  # 0.0053
+    assert row.details["p_fisher"] == pytest.approx(fisher, rel=1e-9)
+    assert row.p_value < fisher
 
 
 def test_host_failures_never_count_and_the_metrics_decide(look_of_24):
@@ -340,7 +342,7 @@ def test_looks_extend_while_the_engine_needs_runs_then_the_verdict_is_stored(few
         _finish_run(run, samples=_samples(rng, 1.0 if run.side == "A" else 1.10))
     c.refresh_from_db()
     assert c.state == "analysing"
-    # 4 vs 4 cannot cross the first O'Brien-Fleming boundary: the engine asks for more.
+    # 4 vs 4 cannot cross the first look's boundary: the engine asks for more.
     orchestrator.conclude_look(c.pk)
     c.refresh_from_db()
     assert (c.state, c.scheduled_per_side) == ("running", 8)

@@ -34,6 +34,8 @@ def test_verdict_row_text():
     assert (row.shift, row.ci) == ("-3.14%", "[-5.00, -1.25]")
     assert row.absolute_shift == "-480.5 kB [-700, -250.25]"
     assert (row.p_value, row.p_adjusted, row.adjustment) == ("0.000123", "n/a", "holm")
+    row.verdict.details["boundary"] = 0.00078125  # the first look's, for one primary metric
+    assert row.adjustment == "holm, boundary 0.00078"
 
 
 def test_figures_are_built_from_ok_runs_only(done_comparison):
@@ -105,6 +107,7 @@ def test_p_legend_explains_only_the_marks_used_with_the_permutation_count():
     rows = services.verdict_rows(c)
     assert [r.p_marker for r in rows] == ["P", "≈"]
     legend = services.p_method_legend(rows)
-    assert legend.startswith("P permutation p from 9,999 random relabellings of whole runs, "
-                             "never below 1/(9,999 + 1); ≈ far-tail approximation")  # fmt: skip
+    assert legend.startswith("P permutation p from 9,999 random relabellings of whole runs "
+                             "(raised where the look's boundary needed it), never below "
+                             "1/(B + 1); ≈ far-tail approximation")  # fmt: skip
     assert "E exact" not in legend

@@ -45,4 +45,7 @@ class Command(BaseCommand):
             out(f"  false alarms at alpha {alpha:.2f}: {cal.false_alarms[alpha]:6.1%}")
         out(f"  noise floor: median {cal.median:.6g}, run-to-run CV {cal.cv_pct:.2f}%")
         for n, mde in cal.mde_pct.items():
-            out(f"  smallest detectable shift at {n} runs per side (80% power): {mde:.2f}%")
+            out(
+                f"  smallest detectable shift at {n} runs per side (80% power, alpha "
+                f"{cal.mde_alpha:.4f}, the last look's): {mde:.2f}%"
+            )
