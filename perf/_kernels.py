@@ -17,16 +17,18 @@ def build_settings(data: Path = DATA) -> BuildSettings:
     return BuildSettings(root=data / "build", mirrors=data / "mirrors", ccache=data / "ccache")
 
 
-def request(arch: str) -> BuildRequest:
-    """The base of the default tree with every benchmark's Kconfig, as the workers build it."""
+def request(arch: str, fragments: tuple[str, ...] | None = None) -> BuildRequest:
+    """The base of the default tree with `fragments` (the builder adds the arch's base
+    fragment); by default every benchmark's Kconfig, as the workers build it."""
     return BuildRequest(
-        tree_url=str(TREE), ref=REF, arch=arch, fragments=kconfig_for(BENCHMARKS),
+        tree_url=str(TREE), ref=REF, arch=arch,
+        fragments=kconfig_for(BENCHMARKS) if fragments is None else fragments,
         allow_local=True,
     )  # fmt: skip
 
 
-def kernel(arch: str) -> BuildOutcome:
-    return build_kernel(request(arch), build_settings())
+def kernel(arch: str, fragments: tuple[str, ...] | None = None) -> BuildOutcome:
+    return build_kernel(request(arch, fragments), build_settings())
 
 
 def initramfs(arch: str, data: Path = DATA) -> Path:
