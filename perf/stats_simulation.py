@@ -288,7 +288,7 @@ def modality(gen: Callable[[np.random.Generator, int], np.ndarray]) -> Sim:
     def one(name: str, i: int) -> list[float]:
         test = importlib.import_module(MODALITY).multimodality
         rng = _rng(name, i)
-        return [float(test(gen(rng, 24), rng=rng).multimodal)]
+        return [float(test(gen(rng, 24)).multimodal)]
 
     return one
 

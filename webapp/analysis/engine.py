@@ -101,6 +101,11 @@ class Design:
     contention_imbalance: float = defaults.CONTENTION_IMBALANCE
     # Tests of the orchestrator may run fewer than 24 runs per side; nothing else may.
     allow_few_runs: bool = False
+    # The share of alpha spent on the secondary statistics (BH); the primary ones (Holm)
+    # get the rest. Each family controls its own error, so a comparison's chance of any
+    # false regression or improvement verdict, over every metric and look, is at most
+    # alpha (Bonferroni across the two families; STATS.md v2's 20-metric target).
+    secondary_share: float = defaults.SECONDARY_SHARE
 
     def __post_init__(self) -> None:
         if self.min_runs < MIN_RUNS and not self.allow_few_runs:
@@ -109,6 +114,18 @@ class Design:
             raise ValueError(f"bad design: runs {self.min_runs}..{self.max_runs} by {self.step}")
         if not 0 < self.alpha < 1:
             raise ValueError(f"alpha {self.alpha} is not in (0, 1)")
+        if not 0 < self.secondary_share < 1:
+            raise ValueError(f"secondary_share {self.secondary_share} is not in (0, 1)")
+
+    @property
+    def primary_alpha(self) -> float:
+        """What the primary statistics (Holm) may spend over all looks."""
+        return self.alpha * (1 - self.secondary_share)
+
+    @property
+    def secondary_alpha(self) -> float:
+        """What the secondary statistics (BH) may spend over all looks."""
+        return self.alpha * self.secondary_share
 
     @property
     def looks(self) -> tuple[int, ...]:
@@ -119,8 +136,8 @@ class Design:
 
     @cached_property
     def bounds(self) -> tuple[float, ...]:
-        """|z| boundary per look at the design's alpha."""
-        return self.bounds_at(self.alpha)
+        """|z| boundary per look of a lone primary statistic (level primary_alpha)."""
+        return self.bounds_at(self.primary_alpha)
 
     def bounds_at(self, level: float) -> tuple[float, ...]:
         """|z| boundary per look for a test held to `level` overall (Holm's local levels)."""
@@ -133,7 +150,7 @@ class Design:
         return sum(1 for look in self.looks if look <= n)
 
     def alpha_at(self, look: int, level: float | None = None) -> float:
-        """The nominal p boundary at a look, for the design's alpha or another level."""
+        """The nominal p boundary at a look: a lone primary statistic's, or at `level`."""
         bounds = self.bounds if level is None else self.bounds_at(level)
         return stats.z_to_p(bounds[look - 1])
 
@@ -235,8 +252,8 @@ class Resolve:
         primaries = max(sum(m.primary for m in metrics), 1)
         per_metric = [len(RUN_LEVEL) + len(TAILS) if m.per_run_samples else 1 for m in metrics]
         secondaries = max(sum(per_metric) - primaries, 1)
-        return cls(design.alpha_at(look, design.alpha / primaries),
-                   design.alpha_at(look) / secondaries)  # fmt: skip
+        return cls(design.alpha_at(look, design.primary_alpha / primaries),
+                   design.alpha_at(look, design.secondary_alpha) / secondaries)  # fmt: skip
 
 
 def conclude(
@@ -395,8 +412,10 @@ def _tail(
     rb = [stats.as_values(r.samples, f"{what} side B run {r.order}") for r in m.runs_b]
     rng = _rng(design, m.benchmark, m.name, statistic)
     final = look == len(design.looks)
-    level = 1 - design.alpha_at(look) if final else None
-    t = stats.tail_test(ra, rb, q=q, n_perm=design.n_perm, n_boot=design.n_boot,
+    level = 1 - design.alpha_at(look, design.secondary_alpha) if final else None
+    # >= 10 draws beyond each end of the percentile CI
+    n_boot = max(design.n_boot, math.ceil(20 / (1 - level))) if level else design.n_boot
+    t = stats.tail_test(ra, rb, q=q, n_perm=design.n_perm, n_boot=n_boot,
                         confidence=level, resolve=resolve.secondary, rng=rng)  # fmt: skip
     if q >= 1.0:
         ci_note = "none: no percentile-bootstrap CI of a maximum is valid"
@@ -496,22 +515,23 @@ def adjust(results: list[StatResult], design: Design, look: int) -> None:
 
     Primary statistics (one per benchmark): Holm with group-sequential boundaries (Maurer
     and Bretz 2013): sorted by p, the j-th of m is held to the look's boundary at level
-    alpha / (m - j + 1), each level with its own spending over the looks, and the steps
-    stop at the first not crossed. Its p_adjusted is Holm's single-look adjusted p, shown
-    for reference. The others: Benjamini-Hochberg, adjusted p against the look's boundary.
+    primary_alpha / (m - j + 1), each level with its own spending over the looks, and the
+    steps stop at the first not crossed. Its p_adjusted is Holm's single-look adjusted p,
+    shown for reference. The others: Benjamini-Hochberg, adjusted p against the look's
+    boundary at secondary_alpha.
     """
     holm = sorted((r for r in results if r.gated_family == "holm"), key=lambda r: r.p_value)
     for r, p in zip(holm, stats.holm([r.p_value for r in holm]), strict=True):
         r.p_adjusted, r.adjustment = float(p), "holm"
     going = True
     for j, r in enumerate(holm):
-        level = design.alpha / (len(holm) - j)
+        level = design.primary_alpha / (len(holm) - j)
         boundary = design.alpha_at(look, level)
         going = going and r.p_value <= boundary
         r.crossed = going
         r.details.update(boundary=boundary, holm_level=level)
     bh = [r for r in results if r.gated_family == "bh"]
-    boundary = design.alpha_at(look)
+    boundary = design.alpha_at(look, design.secondary_alpha)
     for r, p in zip(bh, stats.benjamini_hochberg([r.p_value for r in bh]), strict=True):
         r.p_adjusted, r.adjustment = float(p), "bh"
         r.crossed = r.p_adjusted <= boundary
