@@ -404,7 +404,7 @@ def _tail(
     m: MetricInput, statistic: str, q: float, design: Design, look: int, resolve: Resolve
 ) -> StatResult:
     """A pooled tail's battery. Its CI is at the look's level (a tail is a secondary held
-    to the look's boundary), at the last look only: at an interim look's level (99.9% at
+    to the look's boundary), at the last look only: at an interim look's level (99.98% at
     the first) the percentile bootstrap would need tens of thousands of draws, and a tail
     does not end a comparison early. The max has no CI at all (stats._max_test)."""
     what = f"{m.benchmark}/{m.name}"
