@@ -250,7 +250,7 @@ class Resolve:
     @classmethod
     def of(cls, metrics: Sequence["MetricInput"], design: Design, look: int) -> "Resolve":
         primaries = max(sum(m.primary for m in metrics), 1)
-        per_metric = [len(RUN_LEVEL) + len(TAILS) if m.per_run_samples else 1 for m in metrics]
+        per_metric = [len(run_level_statistics(m)) + len(tails_of(m)) for m in metrics]
         secondaries = max(sum(per_metric) - primaries, 1)
         return cls(design.alpha_at(look, design.primary_alpha / primaries),
                    design.alpha_at(look, design.secondary_alpha) / secondaries)  # fmt: skip
@@ -306,12 +306,21 @@ def metric_results(
     if len(m.runs_a) < 2 or len(m.runs_b) < 2:
         raise TooFewRuns(f"{m.benchmark}/{m.name}: fewer than 2 runs on a side")
     resolve = resolve or Resolve.of([m], design, look)
-    statistics = RUN_LEVEL if m.per_run_samples else ("value",)
+    statistics = run_level_statistics(m)
     out = [_run_level(m, s, s == statistics[0] and m.primary, design, look, resolve,
                       modality=s == statistics[0]) for s in statistics]  # fmt: skip
-    if m.per_run_samples:
-        out += [_tail(m, s, q, design, look, resolve) for s, q in TAILS.items()]
+    out += [_tail(m, s, q, design, look, resolve) for s, q in tails_of(m).items()]
     return out
+
+
+def run_level_statistics(m: MetricInput) -> tuple[str, ...]:
+    """A metric's run-level statistics: the value, or summaries of a latency's samples."""
+    return RUN_LEVEL if m.per_run_samples else ("value",)
+
+
+def tails_of(m: MetricInput) -> dict[str, float]:
+    """A metric's pooled tail statistics (latencies only), by name: their quantile."""
+    return TAILS if m.per_run_samples else {}
 
 
 def _rng(design: Design, *key: str) -> np.random.Generator:

@@ -66,10 +66,15 @@ def _with_relabellings(n_a: int, n_b: int, n_perm: int, rng: np.random.Generator
     return np.r_[_observed(n_a, n_b), _label_matrix(n_a, n_b, n_perm, rng)]
 
 
+def _beyond(stat: Array) -> int:
+    """#{T* >= T}: relabellings (stat[1:]) at least as extreme as the observed stat[0]."""
+    return int((stat[1:] >= stat[0] - 1e-12).sum())
+
+
 def _perm_p(stat: Array) -> float:
     """Permutation p of stat[0] (the observed labels) against stat[1:] (relabellings),
     larger being more extreme: (1 + #{T* >= T}) / (1 + B)."""
-    return (1 + int((stat[1:] >= stat[0] - 1e-12).sum())) / stat.size
+    return (1 + _beyond(stat)) / stat.size
 
 
 # A p is resolved at a boundary when >= this many relabellings are expected beyond it
@@ -105,8 +110,7 @@ def adaptive_perm_p(
     count of relabellings beyond it is needed to read p > 10x the boundary (at n_perm 9,999
     and a boundary of 4e-5, P(Poisson(0.4) >= 4) ~ 1e-3; at 7.8e-4, ~1e-40).
     """
-    stat = statistic(_with_relabellings(n_a, n_b, n_perm, rng))
-    observed, beyond = stat[0], int((stat[1:] >= stat[0] - 1e-12).sum())
+    beyond = _beyond(statistic(_with_relabellings(n_a, n_b, n_perm, rng)))
     p = (1 + beyond) / (1 + n_perm)
     if resolve is None or n_perm * resolve >= EXCEEDANCES_AT_BOUNDARY or p > 10 * resolve:
         return PermP(p, n_perm)
@@ -114,8 +118,7 @@ def adaptive_perm_p(
     done = n_perm
     while done < wanted:
         k = min(_CHUNK, wanted - done)
-        more = statistic(np.r_[_observed(n_a, n_b), _label_matrix(n_a, n_b, k, rng)])
-        beyond += int((more[1:] >= observed - 1e-12).sum())
+        beyond += _beyond(statistic(_with_relabellings(n_a, n_b, k, rng)))
         done += k
     return PermP((1 + beyond) / (1 + done), done)
 
