@@ -3,12 +3,20 @@
 import hashlib
 import itertools
 
-from factory.declarations import LazyAttribute, LazyFunction, SelfAttribute, Sequence, SubFactory
+from django.contrib.auth.models import User
+from factory.declarations import (
+    LazyAttribute,
+    LazyFunction,
+    PostGenerationMethodCall,
+    SelfAttribute,
+    Sequence,
+    SubFactory,
+)
 from factory.django import DjangoModelFactory
 
 from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
-from webapp.trees.models import Build, PatchSeries, Revision, Tree
+from webapp.trees.models import Build, PatchSeries, Revision, Tree, TreeMembership
 
 _counter = itertools.count()
 
@@ -24,6 +32,34 @@ class TreeFactory(DjangoModelFactory[Tree]):
 
     name = Sequence(lambda n: f"tree-{n}")
     url = "https://git.kernel.org/pub/scm/linux/kernel/git/rcu/linux.git"
+
+
+PASSWORD = "correct horse battery staple"  # noqa: S105 (every test user's password)
+
+
+class UserFactory(DjangoModelFactory[User]):
+    class Meta:
+        model = User
+        django_get_or_create = ("username",)
+        skip_postgeneration_save = True
+
+    username = Sequence(lambda n: f"dev{n}")
+    email = LazyAttribute(lambda o: f"{o.username}@example.org")
+    password = PostGenerationMethodCall("set_password", PASSWORD)
+
+    @classmethod
+    def _after_postgeneration(cls, instance: User, create: bool, results: object = None) -> None:
+        if create:
+            instance.save()
+
+
+class MembershipFactory(DjangoModelFactory[TreeMembership]):
+    class Meta:
+        model = TreeMembership
+
+    tree = SubFactory(TreeFactory)
+    user = SubFactory(UserFactory)
+    role = TreeMembership.Role.SUBMITTER
 
 
 class PatchSeriesFactory(DjangoModelFactory[PatchSeries]):

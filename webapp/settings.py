@@ -62,11 +62,18 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.postgres",
+    "axes",
+    "rest_framework",
+    "knox",
+    "drf_spectacular",
+    "django_filters",
+    "django_htmx",
     "webapp.trees",
     "webapp.comparisons",
     "webapp.analysis",
     "webapp.alerts",
     "webapp.reports",
+    "webapp.accounts",
 ]
 
 MIDDLEWARE = [
@@ -78,7 +85,25 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its lockout response.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# --- Accounts: Django's own auth; django-axes first so a locked-out name never reaches the
+# password check. Lockout per (user name, address) after AXES_FAILURE_LIMIT failures.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_HOURS", default=1.0)  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "reports:comparison-list"
+LOGOUT_REDIRECT_URL = "reports:comparison-list"
 
 ROOT_URLCONF = "webapp.urls"
 WSGI_APPLICATION = "webapp.wsgi.application"

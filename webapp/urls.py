@@ -9,5 +9,6 @@ admin.site.site_title = "rcubench"
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("accounts/", include("webapp.accounts.urls")),
     path("", include("webapp.reports.urls")),
 ]

@@ -92,6 +92,10 @@ class Comparison(models.Model):
         ANALYSIS_FAILED = "analysis-failed"
         CANCELLED = "cancelled"
 
+    class Visibility(models.TextChoices):
+        PUBLIC = "public", "Public"
+        RESTRICTED = "restricted", "Restricted to the tree's members"
+
     revision_a = models.ForeignKey(Revision, on_delete=models.PROTECT, related_name="+")
     revision_b = models.ForeignKey(Revision, on_delete=models.PROTECT, related_name="+")
     build_a = models.ForeignKey(
@@ -127,6 +131,18 @@ class Comparison(models.Model):
     verdict = models.CharField(max_length=32, blank=True, help_text="Worst verdict over metrics.")
     trigger = models.CharField(max_length=16, choices=Trigger)
     requested_by = models.CharField(max_length=254, blank=True)
+    submitted_by = models.ForeignKey(
+        "auth.User",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="comparisons",
+        help_text="The account that submitted it (none: the operator's command line).",
+    )
+    visibility = models.CharField(
+        max_length=16, choices=Visibility, default=Visibility.PUBLIC,
+        help_text="Restricted: only the tree's members (and staff) see it, its runs and exports.",
+    )  # fmt: skip
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

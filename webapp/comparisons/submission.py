@@ -11,12 +11,13 @@ import math
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from benchmarks.cmdline import CmdlineError, check_extra
 from benchmarks.registry import get as get_benchmark
 from benchmarks.spec import BenchmarkSpec
-from webapp import logs
+from webapp import access, logs
 from webapp.analysis import defaults
 from webapp.comparisons.models import Comparison, Target
 from webapp.trees.models import PatchSeries, Revision, Tree
@@ -65,12 +66,18 @@ class ComparisonRequest:
     seed: int | None = None  # of the ABBA run order; None: a fresh random one
     trigger: str = Comparison.Trigger.CLI
     requested_by: str = ""
+    # The account submitting (web form, API): it must hold a role on the tree. None: the
+    # operator's own command line on the server, which may submit anywhere.
+    submitted_by: int | None = None
+    visibility: str = ""  # "public" or "restricted"; empty: the tree's default
 
 
 def submit_comparison(req: ComparisonRequest) -> Comparison:
     """Validate `req`, store the comparison and start it (once committed)."""
     with transaction.atomic():
         tree = _tree(req.tree)
+        _may_submit(req.submitted_by, tree)
+        visibility = _visibility(req.visibility, tree)
         target = _target(req.target, req.arch)
         specs = _benchmarks(req.benchmarks, target)
         _validate(req, specs)
@@ -89,7 +96,8 @@ def submit_comparison(req: ComparisonRequest) -> Comparison:
             cmdline_b=req.cmdline_b.strip(), benchmarks=list(req.benchmarks), target=target,
             min_runs=req.min_runs, max_runs=req.max_runs, alpha=req.alpha,
             threshold_pct=req.threshold_pct, trigger=req.trigger,
-            requested_by=req.requested_by, **seed,
+            requested_by=req.requested_by, submitted_by_id=req.submitted_by,
+            visibility=visibility, **seed,
         )  # fmt: skip
         log.info(
             "comparison state", comparison=comparison.pk, state=comparison.state,
@@ -107,6 +115,31 @@ def _tree(name: str) -> Tree:
         return default_tree()  # the demo tree, registered on first use
     known = ", ".join(Tree.objects.values_list("name", flat=True)) or "none"
     raise SubmissionError("tree", f"no tree named {name!r}; trees: {known}")
+
+
+def _may_submit(user_id: int | None, tree: Tree) -> None:
+    if user_id is None:
+        return
+    user = User.objects.filter(pk=user_id, is_active=True).first()
+    if user is None or not access.can_submit(user, tree):
+        raise SubmissionError(
+            "tree", f"you may not submit to tree {tree.name}: ask its admins for the "
+            "submitter role",
+        )  # fmt: skip
+
+
+def _visibility(asked: str, tree: Tree) -> str:
+    if not asked:
+        return Comparison.Visibility.PUBLIC if tree.public else Comparison.Visibility.RESTRICTED
+    if asked not in Comparison.Visibility.values:
+        choices = ", ".join(Comparison.Visibility.values)
+        raise SubmissionError("visibility", f"visibility must be one of {choices}, got {asked!r}")
+    if asked == Comparison.Visibility.PUBLIC and not tree.public:
+        # An embargoed tree's fixes must not leak by a submitter's choice.
+        raise SubmissionError(
+            "visibility", f"tree {tree.name} is not public: its comparisons are restricted"
+        )
+    return asked
 
 
 def _target(name: str, arch: str) -> Target:

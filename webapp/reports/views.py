@@ -7,32 +7,35 @@ from django.http import (
     HttpResponse,
     StreamingHttpResponse,
 )
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.views.decorators.http import require_GET
 
-from webapp.comparisons.models import Comparison, Run
+from webapp import access
+from webapp.comparisons.models import Run
 from webapp.reports import exports, services
-from webapp.trees.models import PatchSeries
 
 LIST_PAGE_SIZE = 50
 
 
 @require_GET
 def comparison_list(request: HttpRequest) -> HttpResponse:
-    page = Paginator(services.comparison_list(), LIST_PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = access.visible_comparisons(request.user, services.comparison_list())
+    page = Paginator(rows, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "reports/comparison_list.html", {"page": page})
 
 
 @require_GET
 def comparison(request: HttpRequest, pk: int) -> HttpResponse:
-    c = get_object_or_404(services.report_queryset(), pk=pk)
+    c = access.get_visible(
+        access.visible_comparisons(request.user, services.report_queryset()), pk=pk
+    )
     return render(request, "reports/comparison.html", {"report": services.comparison_report(c)})
 
 
 @require_GET
 def comparison_csv(request: HttpRequest, pk: int) -> StreamingHttpResponse:
-    c = get_object_or_404(Comparison, pk=pk)
+    c = access.get_visible(access.visible_comparisons(request.user), pk=pk)
     response = StreamingHttpResponse(exports.csv_chunks(c), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="comparison-{c.pk}.csv"'
     return response
@@ -40,19 +43,23 @@ def comparison_csv(request: HttpRequest, pk: int) -> StreamingHttpResponse:
 
 @require_GET
 def comparison_json(request: HttpRequest, pk: int) -> StreamingHttpResponse:
-    c = get_object_or_404(services.report_queryset(), pk=pk)
+    c = access.get_visible(
+        access.visible_comparisons(request.user, services.report_queryset()), pk=pk
+    )
     return StreamingHttpResponse(exports.json_chunks(c), content_type="application/json")
 
 
 @require_GET
 def run_console(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.only("pk", "console_log"), pk=pk)
+    run = access.get_visible(
+        access.visible_runs(request.user, Run.objects.only("pk", "console_log")), pk=pk
+    )
     return HttpResponse(run.console_log, content_type="text/plain; charset=utf-8")
 
 
 @require_GET
 def series_mbox(request: HttpRequest, pk: int) -> HttpResponse:
-    series = get_object_or_404(PatchSeries.objects.only("pk", "mbox"), pk=pk)
+    series = access.get_visible(access.visible_series(request.user).only("pk", "mbox"), pk=pk)
     response = HttpResponse(bytes(series.mbox), content_type="application/mbox")
     response["Content-Disposition"] = f'attachment; filename="series-{series.pk}.mbox"'
     return response

@@ -1,13 +1,20 @@
 from django.contrib import admin
 
-from webapp.trees.models import Build, Patch, PatchSeries, Revision, Tree
+from webapp.trees.models import Build, Patch, PatchSeries, Revision, Tree, TreeMembership
+
+
+class MembershipInline(admin.TabularInline):
+    model = TreeMembership
+    extra = 1
+    autocomplete_fields = ["user"]
 
 
 @admin.register(Tree)
 class TreeAdmin(admin.ModelAdmin):
-    list_display = ["name", "url", "baseline_policy", "baseline_ref", "created_at"]
-    list_filter = ["baseline_policy"]
+    list_display = ["name", "url", "public", "baseline_policy", "baseline_ref", "created_at"]
+    list_filter = ["public", "baseline_policy"]
     search_fields = ["name", "url", "description"]
+    inlines = [MembershipInline]
 
 
 class PatchInline(admin.TabularInline):

@@ -42,6 +42,11 @@ class Tree(models.Model):
     webhook_secret = models.CharField(
         max_length=200, blank=True, help_text="Shared secret that signs this tree's push webhooks."
     )
+    public = models.BooleanField(
+        default=True,
+        help_text="New comparisons on this tree are public (else restricted to its members, "
+        "e.g. for embargoed fixes).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -55,6 +60,29 @@ class Tree(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class TreeMembership(models.Model):
+    """A user's role on a tree: admins edit the tree and its watch policy and cancel any of
+    its comparisons; submitters may submit against it. Members of a tree see its restricted
+    comparisons; staff manage trees, targets and users (admin site)."""
+
+    class Role(models.TextChoices):
+        ADMIN = "admin", "Tree admin"
+        SUBMITTER = "submitter", "Submitter"
+
+    tree = models.ForeignKey(Tree, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role, default=Role.SUBMITTER)
+
+    class Meta:
+        ordering = ["tree", "user"]
+        constraints = [
+            models.UniqueConstraint(fields=["tree", "user"], name="membership_one_per_tree"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} on {self.tree} ({self.role})"
 
 
 class PatchSeries(models.Model):

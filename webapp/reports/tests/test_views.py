@@ -10,7 +10,7 @@ import plotly.offline
 import pytest
 from django.urls import reverse
 
-from webapp.factories import ComparisonFactory, PatchSeriesFactory, RunFactory
+from webapp.factories import ComparisonFactory, PatchSeriesFactory, RevisionFactory, RunFactory
 from webapp.reports.tests.conftest import RUNS_PER_SIDE, VERDICTS_IN_REPORT_ORDER, WRITER_SAMPLES
 
 pytestmark = pytest.mark.django_db
@@ -124,6 +124,9 @@ def test_console_log_is_plain_text(client):
 
 def test_series_mbox_download(client):
     series = PatchSeriesFactory.create(mbox=b"From abc Mon Sep 17 00:00:00 2001\nSubject: x\n\xff")
+    # Visible where a visible comparison tests it (webapp.access): none yet, so 404.
+    assert client.get(reverse("reports:series-mbox", args=[series.pk])).status_code == 404
+    ComparisonFactory.create(revision_b=RevisionFactory.create(series=series))
     response = client.get(reverse("reports:series-mbox", args=[series.pk]))
     assert response.status_code == 200
     assert response.content == b"From abc Mon Sep 17 00:00:00 2001\nSubject: x\n\xff"
