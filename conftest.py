@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from kombu import pools as kombu_pools
 
+pytest_plugins = ["webapp.browser"]  # the `browser` fixture: real headless Chromium
+
 
 @pytest.fixture
 def closed_port() -> int:

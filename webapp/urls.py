@@ -10,5 +10,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("accounts/", include("webapp.accounts.urls")),
+    path("api/", include("webapp.api.urls")),
+    path("", include("webapp.comparisons.urls")),
     path("", include("webapp.reports.urls")),
 ]

@@ -77,7 +77,8 @@ def test_the_list_shows_restricted_comparisons_to_members_only(client, embargoed
 
 def test_a_series_is_visible_where_a_visible_comparison_tests_it(client, embargoed):
     _, _, series = embargoed
-    ComparisonFactory.create(revision_b=RevisionFactory.create(series=series))  # the same series, public
+    # The same series in a public comparison.
+    ComparisonFactory.create(revision_b=RevisionFactory.create(series=series))
     assert _status(client, reverse("reports:series-mbox", args=[series.pk])) == 200
 
 

@@ -1,13 +1,8 @@
 """The report in a real headless Chromium (Debian's chromium + chromium-driver, installed by
 scripts/setup.sh): Plotly's JS, served by the app, draws the charts."""
 
-import os
-import shutil
-
 import pytest
 from django.urls import reverse
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
@@ -15,27 +10,6 @@ from selenium.webdriver.support.ui import WebDriverWait
 from webapp.reports.tests.conftest import VERDICTS_IN_REPORT_ORDER
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-
-
-@pytest.fixture
-def browser(tmp_path):
-    for path in (CHROMIUM, CHROMEDRIVER):
-        assert os.access(path, os.X_OK), f"{path} missing: run scripts/setup.sh"
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1400,1000", f"--user-data-dir={tmp_path / 'profile'}"):  # fmt: skip
-        options.add_argument(arg)
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.set_page_load_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(tmp_path / "profile", ignore_errors=True)
 
 
 def test_report_renders_charts_and_verdicts(browser, live_server, done_comparison, tmp_path):

@@ -6,29 +6,59 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('trees', '0003_build_dispatched_at'),
+        ("trees", "0003_build_dispatched_at"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='tree',
-            name='public',
-            field=models.BooleanField(default=True, help_text='New comparisons on this tree are public (else restricted to its members, e.g. for embargoed fixes).'),
+            model_name="tree",
+            name="public",
+            field=models.BooleanField(
+                default=True,
+                help_text="New comparisons on this tree are public (else restricted to its members, e.g. for embargoed fixes).",
+            ),
         ),
         migrations.CreateModel(
-            name='TreeMembership',
+            name="TreeMembership",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(choices=[('admin', 'Tree admin'), ('submitter', 'Submitter')], default='submitter', max_length=16)),
-                ('tree', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='trees.tree')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[("admin", "Tree admin"), ("submitter", "Submitter")],
+                        default="submitter",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "tree",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memberships",
+                        to="trees.tree",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memberships",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['tree', 'user'],
-                'constraints': [models.UniqueConstraint(fields=('tree', 'user'), name='membership_one_per_tree')],
+                "ordering": ["tree", "user"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("tree", "user"), name="membership_one_per_tree")
+                ],
             },
         ),
     ]
