@@ -21,6 +21,8 @@ COLORS = {"A": "#0072B2", "B": "#D55E00"}
 # through this many of its exact corners so that the page stays small.
 ECDF_MAX_POINTS = 2000
 HIST_BINS = 60
+# A latency ECDF's initial view ends at this pooled quantile (p99.5): the rest is the tail.
+ECDF_VIEW_QUANTILE = 0.995
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,14 @@ def ecdf_figure(
     *,
     runs: Mapping[str, int] | None = None,
     log_x: bool = False,
+    view_quantile: float | None = None,
 ) -> go.Figure:
-    """ECDF of each side's pooled samples (`samples[side]`); `runs[side]` goes in the legend."""
+    """ECDF of each side's pooled samples (`samples[side]`); `runs[side]` goes in the legend.
+
+    For latencies (`log_x`, `view_quantile`): a log x axis where every sample is positive,
+    and the initial view from the smallest sample to the pooled `view_quantile` quantile,
+    so that the body of the distribution is not squashed against the axis by a far max.
+    The traces keep every corner: zooming out (double-click twice) shows the whole tail."""
     fig = go.Figure()
     for side in SIDES:
         values = samples.get(side, ())
@@ -83,11 +91,46 @@ def ecdf_figure(
                 hovertemplate=f"%{{x:.6g}} {unit}<br>F = %{{y:.4f}}<extra>{side}</extra>",
             )
         )  # fmt: skip
-    _layout(fig, title, f"{unit}", "fraction of samples ≤ x")
+    log = log_x and all_positive(samples)
+    x_range = None
+    notes = ["log scale"] if log else []
+    if view_quantile is not None:
+        x_range = ecdf_view(samples, view_quantile, log=log)
+        if x_range is not None:
+            notes.append(f"shown to p{100 * view_quantile:g}, zoom out for the tail")
+    x_title = f"{unit} ({', '.join(notes)})" if notes else unit
+    _layout(fig, title, x_title, "fraction of samples ≤ x")
     fig.update_yaxes(range=[0, 1.02])
-    if log_x:
+    if log:
         fig.update_xaxes(type="log")
+    if x_range is not None:
+        fig.update_xaxes(range=list(x_range))
     return fig
+
+
+def all_positive(samples: Mapping[str, Sequence[float]]) -> bool:
+    """Whether every sample of every side can sit on a log axis (and there is one)."""
+    arrays = [np.asarray(v, dtype=float) for v in samples.values() if len(v)]
+    return bool(arrays) and all(bool((a > 0).all()) for a in arrays)
+
+
+def ecdf_view(
+    samples: Mapping[str, Sequence[float]], quantile: float, *, log: bool
+) -> tuple[float, float] | None:
+    """The x range from the smallest pooled sample to the pooled `quantile`, padded by 2%
+    of its width on each side; in log10 units on a log axis (plotly's convention). None
+    when there are no samples, or when the quantile is the max (nothing to cut)."""
+    arrays = [np.asarray(v, dtype=float) for v in samples.values() if len(v)]
+    if not arrays:
+        return None
+    pooled = np.concatenate(arrays)
+    lo, hi = float(pooled.min()), float(np.quantile(pooled, quantile))
+    if hi >= float(pooled.max()) or hi <= lo:
+        return None
+    if log:
+        lo, hi = float(np.log10(lo)), float(np.log10(hi))
+    pad = 0.02 * (hi - lo)
+    return lo - pad, hi + pad
 
 
 def runs_figure(title: str, unit: str, runs: Sequence[RunValues]) -> go.Figure:

@@ -13,22 +13,32 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 import plotly
 import plotly.io as pio
 import plotly.offline
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Page, Paginator
 from django.db.models import Count, QuerySet
+from django.db.models.functions import Left, Length, Right
+from django.http import QueryDict
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from benchmarks import registry
 from benchmarks.spec import BenchmarkSpec, Kind
+from webapp import access
+from webapp.access import AnyUser
 from webapp.analysis.engine import FAILURE_STATISTIC, SEVERITY, contention_differs
 from webapp.analysis.models import MetricVerdict
 from webapp.analysis.services import counted_runs, failure_counts
 from webapp.analysis.stats import RELIABILITY_ALPHA, FailureCounts
+from webapp.comparisons import orchestrator
 from webapp.comparisons.models import Comparison, ComparisonState, Measurement, Run, Target
+from webapp.comparisons.progress import Progress, progress, progress_many
 from webapp.reports import figures
+from webapp.reports.filters import ComparisonFilter
 from webapp.reports.reproducer import public_url
 from webapp.reports.reproducer import reproducer as reproducer  # re-exported for old callers
 from webapp.states import Result, State
@@ -406,8 +416,9 @@ def p_method_legend(rows: list[VerdictRow]) -> str:
 
 
 def verdict_rows(c: Comparison) -> list[VerdictRow]:
-    """The metrics' verdicts, the most severe first (the engine's report order), primary
-    first. The failure-rate rows are in reliability_rows."""
+    """The metrics' verdicts: the primary metrics first, then the others, each group the
+    most severe first (the engine's severity order), then by benchmark, metric and
+    statistic. The failure-rate rows are in reliability_rows."""
     rows = []
     for v in MetricVerdict.objects.filter(comparison=c).exclude(statistic=FAILURE_STATISTIC):
         unit = str(v.details.get("unit") or _spec_unit(v.benchmark, v.metric))
@@ -416,11 +427,11 @@ def verdict_rows(c: Comparison) -> list[VerdictRow]:
     return rows
 
 
-def _verdict_key(v: MetricVerdict) -> tuple[int, bool, str, str, int]:
+def _verdict_key(v: MetricVerdict) -> tuple[bool, int, str, str, int]:
     severity = SEVERITY.index(v.verdict) if v.verdict in SEVERITY else len(SEVERITY)
     stat = (STATISTIC_ORDER.index(v.statistic) if v.statistic in STATISTIC_ORDER
             else len(STATISTIC_ORDER))  # fmt: skip
-    return severity, not v.is_primary, v.benchmark, v.metric, stat
+    return not v.is_primary, severity, v.benchmark, v.metric, stat
 
 
 def _spec(benchmark: str) -> BenchmarkSpec | None:
@@ -590,11 +601,19 @@ def _metric_figures(
         pooled[r.side].extend(r.samples)
         runs[r.side] += 1
     name = f"{bench} {metric}"
+    latency = kind is Kind.SAMPLES
     figs = [
-        figures.ecdf_figure(f"{name}: ECDF of pooled samples", d.unit, pooled, runs=runs),
+        figures.ecdf_figure(
+            f"{name}: ECDF of pooled samples",
+            d.unit,
+            pooled,
+            runs=runs,
+            log_x=latency,
+            view_quantile=figures.ECDF_VIEW_QUANTILE if latency else None,
+        ),
         figures.runs_figure(f"{name}: per run, in run order", d.unit, d.runs),
     ]
-    if kind is Kind.SAMPLES:
+    if latency:
         figs.append(figures.log_histogram(f"{name}: histogram", d.unit, pooled))
     return MetricFigures(bench, metric, d.unit, primary, [_html(f) for f in figs])
 
@@ -697,10 +716,244 @@ def report_queryset() -> "QuerySet[Comparison]":
 
 
 def comparison_list() -> "QuerySet[Comparison]":
-    """Every comparison, newest first, with what the list shows of it joined in."""
+    """Every comparison, newest first, with what the list shows of it joined in (the
+    builds for the progress of those still building)."""
     return Comparison.objects.select_related(
         "revision_a__tree", "revision_a__series", "revision_b__tree", "revision_b__series",
-        "target",
-    ).defer("revision_a__series__mbox", "revision_b__series__mbox").order_by(
-        "-created_at", "-pk"
+        "target", "submitted_by", "build_a", "build_b",
+    ).defer(
+        "revision_a__series__mbox", "revision_b__series__mbox", "build_a__log", "build_b__log",
+        "build_a__kconfig", "build_b__kconfig",
+    ).order_by("-created_at", "-pk")  # fmt: skip
+
+
+# --- live pages -----------------------------------------------------------------------
+
+# How often a page polls the live parts of an unfinished comparison (htmx, seconds).
+POLL_SECONDS = 5
+LIST_PAGE_SIZE = 50
+
+
+@dataclass(frozen=True)
+class ListRow:
+    comparison: Comparison
+    progress: Progress
+
+
+@dataclass(frozen=True)
+class ListPage:
+    form: ComparisonFilter
+    page: Page  # of Comparison
+    rows: list[ListRow]
+    poll_seconds: int = POLL_SECONDS
+
+
+def comparison_list_page(
+    user: AnyUser, params: QueryDict, page_size: int = LIST_PAGE_SIZE
+) -> ListPage:
+    """The list page: the filters (GET parameters), the page of rows they let through and
+    each row's progress, in a number of queries that does not grow with the rows."""
+    form = ComparisonFilter(params, access.visible_comparisons(user))
+    rows = form.apply(access.visible_comparisons(user, comparison_list()))
+    page = Paginator(rows, page_size).get_page(params.get("page"))
+    return ListPage(form, page, list_rows(list(page.object_list)))
+
+
+def list_rows(comparisons: list[Comparison]) -> list[ListRow]:
+    p = progress_many(comparisons)
+    return [ListRow(c, p[c.pk]) for c in comparisons]
+
+
+def comparison_row(user: AnyUser, pk: int) -> ListRow:
+    """One row of the list (its polled partial); 404 where the user may not see it."""
+    c = access.get_visible(access.visible_comparisons(user, comparison_list()), pk=pk)
+    return list_rows([c])[0]
+
+
+def build_status(b: Build | None) -> str:
+    """A build's state, or how it ended (without reading its log)."""
+    if b is None:
+        return "not started"
+    if b.state != State.DONE:
+        return b.state
+    text = b.result + (" (cached)" if b.cached else "")
+    return f"{text}: {b.error_code}" if b.error_code else text
+
+
+@dataclass(frozen=True)
+class Live:
+    """The comparison page's live part while it runs: builds, runs per side by outcome,
+    the look it is at and the runs' ETA (webapp.comparisons.progress)."""
+
+    id: int
+    state: str
+    result: str
+    verdict: str
+    done: bool
+    builds: tuple[tuple[str, str], tuple[str, str]]  # (side, status)
+    runs: tuple[SideRuns, SideRuns]
+    progress: Progress
+    benchmarks: list[str]
+    target: str
+    poll_seconds: int = POLL_SECONDS
+
+
+def live_state(c: Comparison) -> Live:
+    return Live(
+        id=c.pk, state=c.state, result=c.result, verdict=c.verdict,
+        benchmarks=list(c.benchmarks), target=c.target.name,
+        done=c.state == ComparisonState.DONE,
+        builds=(("A", build_status(c.build_a)), ("B", build_status(c.build_b))),
+        runs=run_counts(c), progress=progress(c),
     )  # fmt: skip
+
+
+def visible_report(user: AnyUser, pk: int) -> Comparison:
+    """The comparison with what the report reads joined in; 404 where the user may not
+    see it."""
+    return access.get_visible(access.visible_comparisons(user, report_queryset()), pk=pk)
+
+
+@dataclass(frozen=True)
+class ComparisonPage:
+    report: Report
+    live: Live | None  # None once it is done: nothing polls
+    can_cancel: bool
+
+
+def comparison_page(user: AnyUser, c: Comparison) -> ComparisonPage:
+    done = c.state == ComparisonState.DONE
+    return ComparisonPage(
+        report=comparison_report(c),
+        live=None if done else live_state(c),
+        can_cancel=not done and access.can_cancel(user, c),
+    )
+
+
+def cancel(user: AnyUser, pk: int) -> tuple[Comparison, bool]:
+    """Cancel the comparison for `user` from a page: 404 where they may not see it,
+    PermissionDenied where they see it but may not cancel it (webapp.access). Returns
+    the comparison and whether this ended it (False: it had ended already)."""
+    c = access.get_visible(
+        access.visible_comparisons(user, Comparison.objects.select_related("revision_a")),
+        pk=pk,
+    )
+    if not access.can_cancel(user, c):
+        raise PermissionDenied("only its submitter, the tree's admins and staff may cancel it")
+    ended = orchestrator.cancel(c.pk, f"cancelled by {user.get_username()} on the web page")
+    return c, ended
+
+
+# --- run page -------------------------------------------------------------------------
+
+# The run page shows at most this much of a console (characters): its head, where the boot
+# is, and its tail, where a panic or the benchmark's output is; the download has it all.
+CONSOLE_HEAD_CHARS = 16 * 1024
+CONSOLE_TAIL_CHARS = 48 * 1024
+SAMPLES_SHOWN = 200
+
+
+@dataclass(frozen=True)
+class Console:
+    head: str
+    tail: str  # empty unless characters were left out between head and tail
+    chars: int  # the whole console's length
+    omitted: int  # characters not shown, between head and tail
+
+
+def console_excerpt(head: str, tail: str, chars: int, head_max: int, tail_max: int) -> Console:
+    """The console as shown from its first `head_max` and last `tail_max` characters
+    (`head`, `tail`) and its length: whole when it fits, else both ends and the gap."""
+    if chars <= head_max:
+        return Console(head, "", chars, 0)
+    if chars <= head_max + tail_max:
+        return Console(head + tail[len(tail) - (chars - head_max) :], "", chars, 0)
+    return Console(head, tail, chars, chars - head_max - tail_max)
+
+
+@dataclass(frozen=True)
+class MetricRead:
+    """One Measurement of the run: what the parser read of one metric."""
+
+    benchmark: str
+    metric: str
+    unit: str
+    primary: bool
+    samples: list[float]
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    def _q(self, q: float) -> str:
+        return _num(float(np.quantile(np.asarray(self.samples, dtype=float), q)))
+
+    @property
+    def minimum(self) -> str:
+        return _num(min(self.samples))
+
+    @property
+    def median(self) -> str:
+        return self._q(0.5)
+
+    @property
+    def p90(self) -> str:
+        return self._q(0.9)
+
+    @property
+    def maximum(self) -> str:
+        return _num(max(self.samples))
+
+    @property
+    def shown(self) -> str:
+        """The first SAMPLES_SHOWN samples, as the parser read them."""
+        return ", ".join(f"{x:.6g}" for x in self.samples[:SAMPLES_SHOWN])
+
+
+@dataclass(frozen=True)
+class RunPage:
+    run: Run  # with its comparison and target; its console deferred
+    retried_by: int | None  # the run that replaced this one
+    console: Console
+    metrics: list[MetricRead]
+
+    @property
+    def queued_seconds(self) -> float | None:
+        r = self.run
+        if r.started_at is None:
+            return None
+        return (r.started_at - r.created_at).total_seconds()
+
+    @property
+    def run_seconds(self) -> float | None:
+        r = self.run
+        if r.started_at is None or r.finished_at is None:
+            return None
+        return (r.finished_at - r.started_at).total_seconds()
+
+
+def run_page(user: AnyUser, pk: int) -> RunPage:
+    """The run page's data in three queries; 404 for runs of comparisons the user may not
+    see. The console is cut in the database: a 1 MiB log is not read to show 64 KiB."""
+    qs = (
+        Run.objects.select_related("comparison__target", "retried_by")
+        .defer("console_log", "retried_by__console_log")
+        .annotate(
+            console_head=Left("console_log", CONSOLE_HEAD_CHARS),
+            console_tail=Right("console_log", CONSOLE_TAIL_CHARS),
+            console_chars=Length("console_log"),
+        )
+    )
+    run = access.get_visible(access.visible_runs(user, qs), pk=pk)
+    spec = _spec(run.benchmark)
+    primary = {m.name for m in spec.metrics if m.primary} if spec else set()
+    metrics = [
+        MetricRead(m.benchmark, m.metric, m.unit, m.metric in primary, list(m.samples))
+        for m in Measurement.objects.filter(run_id=run.pk).order_by("benchmark", "metric")
+    ]
+    metrics.sort(key=lambda m: not m.primary)
+    retried = getattr(run, "retried_by", None)
+    cut: Any = run  # with the console's annotations
+    console = console_excerpt(cut.console_head, cut.console_tail, cut.console_chars,
+                              CONSOLE_HEAD_CHARS, CONSOLE_TAIL_CHARS)  # fmt: skip
+    return RunPage(run, retried.pk if retried else None, console, metrics)

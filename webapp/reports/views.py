@@ -1,36 +1,67 @@
 """Report pages and downloads: thin, the data comes from services and exports."""
 
-from django.core.paginator import Paginator
 from django.http import (
     Http404,
     HttpRequest,
     HttpResponse,
+    HttpResponseRedirect,
     StreamingHttpResponse,
 )
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.cache import patch_cache_control, patch_vary_headers
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRefresh
 
 from webapp import access
 from webapp.comparisons.models import Run
 from webapp.reports import exports, services
 
-LIST_PAGE_SIZE = 50
-
 
 @require_GET
 def comparison_list(request: HttpRequest) -> HttpResponse:
-    rows = access.visible_comparisons(request.user, services.comparison_list())
-    page = Paginator(rows, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "reports/comparison_list.html", {"page": page})
+    data = services.comparison_list_page(request.user, request.GET)
+    return render(request, "reports/comparison_list.html", {"list": data, "page": data.page})
+
+
+@require_GET
+def comparison_row(request: HttpRequest, pk: int) -> HttpResponse:
+    """One row of the list, polled by htmx while the comparison runs."""
+    row = services.comparison_row(request.user, pk)
+    return render(request, "reports/_comparison_row.html",
+                  {"row": row, "poll_seconds": services.POLL_SECONDS})  # fmt: skip
 
 
 @require_GET
 def comparison(request: HttpRequest, pk: int) -> HttpResponse:
-    c = access.get_visible(
-        access.visible_comparisons(request.user, services.report_queryset()), pk=pk
-    )
-    return render(request, "reports/comparison.html", {"report": services.comparison_report(c)})
+    c = services.visible_report(request.user, pk)
+    page = services.comparison_page(request.user, c)
+    context = {"report": page.report, "live": page.live, "can_cancel": page.can_cancel}
+    return render(request, "reports/comparison.html", context)
+
+
+@require_GET
+def comparison_live(request: HttpRequest, pk: int) -> HttpResponse:
+    """The comparison page's live part, polled by htmx while it runs; once it is done, the
+    page reloads (once) to show the full report with its figures."""
+    c = services.visible_report(request.user, pk)
+    live = services.live_state(c)
+    if live.done and request.headers.get("HX-Request") == "true":
+        return HttpResponseClientRefresh()
+    return render(request, "reports/_live.html", {"live": live, "oob": True})
+
+
+@require_POST
+def comparison_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    """Cancel from the page: 404 to those who may not see it, 403 to those who see it but
+    may not cancel it (webapp.access), then back to the comparison page."""
+    services.cancel(request.user, pk)
+    return HttpResponseRedirect(reverse("reports:comparison", args=[pk]))
+
+
+@require_GET
+def run(request: HttpRequest, pk: int) -> HttpResponse:
+    return render(request, "reports/run.html", {"page": services.run_page(request.user, pk)})
 
 
 @require_GET

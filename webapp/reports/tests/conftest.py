@@ -15,9 +15,9 @@ from webapp.factories import (
     TargetFactory,
 )
 
-# (metric, statistic, is_primary, verdict) in the order the report must list them: the
-# engine's SEVERITY order (regression, inconclusive, significant-but-small, improvement,
-# no-meaningful-change), then primary first, then benchmark/metric/statistic.
+# (metric, statistic, is_primary, verdict) in the order the report must list them: primary
+# metrics first, then the engine's SEVERITY order (regression, inconclusive,
+# significant-but-small, improvement, no-meaningful-change), then benchmark/metric/statistic.
 VERDICTS_IN_REPORT_ORDER = [
     ("writer_duration", "p50", True, "regression"),
     ("batches", "value", False, "regression"),

@@ -58,6 +58,41 @@ def test_ecdf_figure_has_one_step_line_per_side():
     assert figures.ecdf_figure("t", "ms", {"A": [1.0]}, log_x=True).layout.xaxis.type == "log"
 
 
+def test_latency_ecdf_has_a_log_axis_and_shows_the_body_up_to_p99_5():
+    # 999 samples from 1 to ~10 ms and one of 1000 ms: on a linear axis up to the max the
+    # body would fill the first 1% of the width.
+    a = [1.0 + 9.0 * k / 998 for k in range(999)] + [1000.0]
+    b = [2.0 * x for x in a[:-1]]
+    fig = figures.ecdf_figure("t", "ms", {"A": a, "B": b}, log_x=True,
+                              view_quantile=figures.ECDF_VIEW_QUANTILE)  # fmt: skip
+    xaxis = fig.layout.xaxis
+    assert xaxis.type == "log"
+    lo, hi = np.log10(1.0), np.log10(np.quantile(a + b, 0.995))  # plotly: log10 units
+    pad = 0.02 * (hi - lo)
+    assert list(xaxis.range) == pytest.approx([lo - pad, hi + pad])
+    assert 10 ** xaxis.range[1] < 25.0  # the max (1000 ms) is out of the first view
+    assert xaxis.title.text == "ms (log scale, shown to p99.5, zoom out for the tail)"
+    # every corner is still drawn, the max among them
+    assert max(_trace(fig, "A").x) == 1000.0
+
+
+def test_ecdf_view_without_a_tail_to_cut_or_on_a_linear_axis():
+    assert figures.ecdf_view({"A": [1.0, 1.0, 1.0]}, 0.995, log=True) is None  # all equal
+    assert figures.ecdf_view({}, 0.995, log=False) is None
+    view = figures.ecdf_view({"A": [0.0, 10.0], "B": [20.0]}, 0.5, log=False)
+    assert view == pytest.approx((-0.2, 10.2))
+
+
+def test_ecdf_of_non_positive_samples_stays_linear():
+    fig = figures.ecdf_figure("t", "us", {"A": [0.0, 1.0, 2.0], "B": [1.0, 3.0]}, log_x=True,
+                              view_quantile=0.5)  # fmt: skip
+    assert fig.layout.xaxis.type != "log"
+    assert list(fig.layout.xaxis.range) == pytest.approx([-0.02, 1.02])
+    assert not figures.all_positive({"A": [0.0, 1.0]})
+    assert not figures.all_positive({})
+    assert figures.all_positive({"A": [0.5], "B": []})
+
+
 def test_runs_figure_puts_run_order_on_x_and_per_run_medians_on_y():
     runs = [
         RunValues("A", 3, 1, [4.0]),

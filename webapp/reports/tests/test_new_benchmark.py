@@ -128,10 +128,10 @@ def test_the_report_draws_the_figure_the_toy_declares(client, toy_comparison):
         assert text in first
     assert '"dash":"dot"' in first.replace(" ", "")
     assert re.findall(r"<h3>(\w+) ", section) == ["flood_us", *(f"backlog_kb_q{q}" for q in QUEUED)]
-    # Verdicts with the spec's units, the regression first.
+    # Verdicts with the spec's units, the primary metric first, then the regression.
     rows = re.findall(r'data-verdict="([^"]+)" data-metric="([^"]+)"', html)
-    assert rows == [("regression", "toy-callbacks/backlog_kb_q100/value"),
-                    ("no-meaningful-change", "toy-callbacks/flood_us/p50")]  # fmt: skip
+    assert rows == [("no-meaningful-change", "toy-callbacks/flood_us/p50"),
+                    ("regression", "toy-callbacks/backlog_kb_q100/value")]  # fmt: skip
     assert "21 KiB" in html
     assert "29 us" in html
 
@@ -151,7 +151,7 @@ def test_the_downloads_carry_the_toys_samples_and_units(client, toy_comparison):
     data = json.loads(b"".join(response.streaming_content))
     assert data["comparison"]["benchmarks"] == [TOY.name]
     assert [(v["metric"], v["unit"]) for v in data["verdicts"]] == [
-        ("backlog_kb_q100", "KiB"), ("flood_us", "us")
+        ("flood_us", "us"), ("backlog_kb_q100", "KiB")
     ]  # fmt: skip
     assert len(data["samples"]["rows"]) == len(rows)
     assert "--bench toy-callbacks" in data["reproducer"]

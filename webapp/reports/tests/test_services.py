@@ -9,7 +9,7 @@ from webapp.reports.tests.conftest import VERDICTS_IN_REPORT_ORDER
 pytestmark = pytest.mark.django_db
 
 
-def test_verdict_rows_most_severe_first_then_primary(done_comparison):
+def test_verdict_rows_primary_first_then_most_severe(done_comparison):
     rows = services.verdict_rows(done_comparison)
     got = [(r.verdict.metric, r.verdict.statistic, r.verdict.is_primary, r.verdict.verdict)
            for r in rows]  # fmt: skip
@@ -52,6 +52,10 @@ def test_figures_are_built_from_ok_runs_only(done_comparison):
     assert "12345.678" not in wd.figures[0] + wd.figures[1] + wd.figures[2]
     assert "6.845" in wd.figures[1]  # B's last run: median of writer_samples("B", 2)
     assert section.overview == []
+    # The latency ECDF on a log x axis, viewed to p99.5; gps (one value per run) linear.
+    assert '"type":"log"' in wd.figures[0].replace(" ", "")
+    assert "shown to p99.5" in wd.figures[0]
+    assert '"type":"log"' not in section.metrics[1].figures[0].replace(" ", "")
 
 
 def test_slab_comparison_gets_the_delay_sweep(slab_comparison):

@@ -87,11 +87,14 @@ def test_failed_build_is_shown_prominently(client, failed_build_comparison):
     assert reverse("reports:series-mbox", args=[c.revision_b.series_id]) in html
 
 
-def test_running_comparison_refreshes_and_shows_counts(client, running_comparison):
+def test_running_comparison_polls_its_live_part_and_shows_counts(client, running_comparison):
     html = _page(client, running_comparison)
-    assert '<meta http-equiv="refresh" content="10">' in html
+    # Live updates poll a partial (htmx); a page-wide refresh only without JavaScript.
+    assert '<noscript><meta http-equiv="refresh" content="30"></noscript>' in html
+    live = reverse("reports:comparison-live", args=[running_comparison.pk])
+    assert f'hx-get="{live}" hx-trigger="every 5s"' in html
     progress = _section(html, 'id="progress"')
-    assert "This comparison is running." in progress
+    assert 'This comparison is running</strong>: <span id="phase">running look 1' in progress
     assert "A 1 ok, 0 failed, 0 incomplete, 0 queued or running" in progress
     assert "B 0 ok, 0 failed, 1 incomplete, 1 queued or running" in progress
     assert "timeout: 1" in html
