@@ -2,7 +2,8 @@
 webhooks later) submits a comparison by calling `submit_comparison`, and nothing else.
 
 A request is validated whole before anything is stored: refs, target, benchmarks, numbers,
-command lines, then the patch series. A refused request raises `SubmissionError` naming the
+command lines, then against the tree (`preflight`: the refs exist, the series applies), then
+the patch series. A refused request raises `SubmissionError` naming the
 field and the problem, and leaves nothing behind (no tree, series, revision or comparison),
 as everything it stores is stored in one transaction.
 """
@@ -19,6 +20,7 @@ from benchmarks.registry import get as get_benchmark
 from benchmarks.spec import BenchmarkSpec
 from webapp import access, logs
 from webapp.analysis import defaults
+from webapp.comparisons import preflight
 from webapp.comparisons.models import Comparison, Target
 from webapp.trees.models import PatchSeries, Revision, Tree
 from webapp.trees.services import DEFAULT_TREE, InvalidSeries, default_tree, store_series
@@ -81,6 +83,11 @@ def submit_comparison(req: ComparisonRequest) -> Comparison:
         target = _target(req.target, req.arch)
         specs = _benchmarks(req.benchmarks, target)
         _validate(req, specs)
+        try:  # against the tree: unknown refs, a series that does not apply
+            preflight.check(tree, req.base_ref, req.head_ref, req.series_mbox,
+                            fuzz=req.patch_fallback)  # fmt: skip
+        except preflight.PreflightRefusal as exc:
+            raise SubmissionError(exc.field, exc.message) from None
         series = _series(req.series_mbox) if req.series_mbox is not None else None
         rev_a = Revision.objects.create(tree=tree, ref=req.base_ref)
         head = req.head_ref or req.base_ref

@@ -1,5 +1,9 @@
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
+
+from webapp.comparisons import views
 
 app_name = "comparisons"
 
-urlpatterns: list[URLPattern | URLResolver] = []
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("submit/", views.submit, name="submit"),
+]

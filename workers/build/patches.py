@@ -17,7 +17,7 @@ from email.message import EmailMessage
 from email.utils import getaddresses
 from pathlib import Path
 
-from workers.build.git import Checkout
+from workers.build.git import Checkout, scratch_index
 from workers.build.sandbox import DEFAULT_BUILD_USER, Limits, Sandbox, StepTimeout
 
 _SUBJECT_PREFIX = re.compile(r"^\s*(\[[^\]]*\]\s*)+")
@@ -480,3 +480,35 @@ def _head(checkout: Checkout) -> str:
 def _reset(checkout: Checkout, base: str) -> None:
     checkout.git(["am", "--abort"], check=False)
     checkout.git(["reset", "--quiet", "--hard", base])
+
+
+def check_series(git_dir: Path, base_sha: str, series: Series, *, timeout: float = 120) -> None:
+    """Raise PatchFailed (or PatchRefused) where plain `git am` of `series` on `base_sha`
+    would stop, without a worktree and without writing to `git_dir` (which may belong to
+    someone else and be only readable).
+
+    As `git am` does: mailsplit the patches `apply_series` feeds it, mailinfo each, then
+    `git apply` each in turn, here on a scratch index of the base (`scratch_index`) holding
+    only the paths the series names. Nothing from the tree runs: git applies a diff to
+    blobs. The fallbacks (`git am -3`, `patch -F3`) are not tried: what they would do is the
+    build's to find out.
+    """
+    paths = sorted({path for patch in series.patches for path in touched_paths(patch)})
+    tried = ["git am"]
+    with scratch_index(git_dir, base_sha, paths) as scratch, \
+            tempfile.TemporaryDirectory(prefix="rcubench-check-") as tmp:  # fmt: skip
+        work = Path(tmp)
+        (work / "series.mbox").write_bytes(b"".join(p.raw for p in series.patches))
+        split = scratch.git(["mailsplit", "-b", "-d4", f"-o{work}", "--",
+                             str(work / "series.mbox")], timeout=timeout)  # fmt: skip
+        for index in range(1, int(split.stdout.strip() or 0) + 1):
+            mail = work / f"{index:04d}"
+            msg, diff = mail.with_suffix(".msg"), mail.with_suffix(".diff")
+            scratch.git(["mailinfo", "-u", str(msg), str(diff)], stdin=mail, timeout=timeout)
+            subject = series.patches[index - 1].subject if index <= len(series.patches) else ""
+            if not diff.exists() or diff.stat().st_size == 0:
+                raise PatchFailed(index, subject, "", "git am finds no diff in it (Patch is "
+                                  "empty)", tried, "")  # fmt: skip
+            result = scratch.git(["apply", "--cached", str(diff)], check=False, timeout=timeout)
+            if result.returncode != 0:
+                raise _describe(result.stdout + result.stderr, series, tried, index=index)

@@ -20,8 +20,9 @@ from django.test import Client
 
 from conftest import BASE_TAG, DEFAULT_TREE
 from webapp.comparisons.models import Comparison, Run
-from webapp.comparisons.submission import ComparisonRequest, submit_comparison
-from webapp.trees.services import register_local_tree
+from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
+from webapp.trees.models import Revision
+from webapp.trees.services import register_local_tree, store_series
 from workers.vm.connection import open_connection
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -244,11 +245,17 @@ def test_redis_restarted_mid_comparison_loses_nothing(celery_processes, env):
 
 
 def test_a_build_failure_ends_the_comparison_and_the_report_shows_it(celery_processes, env):
-    celery_processes.start_worker(**env)
-    # The demo patch twice: the second copy cannot apply on top of the first.
+    # The demo patch twice: the second copy cannot apply on top of the first. Submission's
+    # preflight refuses that at once, so the series is swapped in after it (as a tree that
+    # moved between submission and build, or a host with no mirror to check, would let it
+    # through); the worker starts after the swap.
     once = DEMO_MBOX.read_bytes()
     twice = once + once.replace(b"demo-v2-1@", b"demo-v2-2@")
-    c = _submit(series_mbox=twice)
+    with pytest.raises(SubmissionError, match=r"patch 2 .* does not apply"):
+        _submit(series_mbox=twice)
+    c = _submit(series_mbox=once)
+    Revision.objects.filter(pk=c.revision_b_id).update(series=store_series(twice))
+    celery_processes.start_worker(**env)
     _done(c, celery_processes)
     assert (c.result, c.error_code) == ("failed", "build-failed")
     assert "side B" in c.error_message
