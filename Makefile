@@ -36,3 +36,7 @@ pytest:
 .PHONY: golden
 golden:  ## rewrite the parser golden files (benchmarks/*/fixtures/*.expected.json), then review the diff
 	$(PY) -m benchmarks.golden --update
+
+.PHONY: api-schema
+api-schema:  ## regenerate the committed OpenAPI schema (docs/api/openapi.yaml) after an API change
+	$(PY) manage.py spectacular --validate --fail-on-warn --file docs/api/openapi.yaml

@@ -103,6 +103,16 @@ class WorkerProcesses:
                 proc.wait()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _tasks_go_to_the_test_broker() -> None:
+    """Every task a test sends (a submission's first step, sent on commit in live-server
+    tests) goes to the test broker, never to the default one that a `make up` worker on
+    this machine consumes; celery_processes purges what is left there before it starts."""
+    from workers.celery_app import app
+
+    _use_broker(app, TEST_BROKER_URL)
+
+
 @pytest.fixture
 def celery_processes(transactional_db, tmp_path) -> Iterator[WorkerProcesses]:
     """Start workers (and beat) on demand against the test database; stop them afterwards."""

@@ -271,3 +271,105 @@ RCUBENCH_MAX_RUNS_PER_SIDE = env.int("RCUBENCH_MAX_RUNS_PER_SIDE", default=400)
 RCUBENCH_INSTANCE = env.str("RCUBENCH_INSTANCE", default="")
 # TEST ONLY: allow fewer than 24 runs per side (the statistics refuse it otherwise).
 RCUBENCH_ALLOW_FEW_RUNS = env.bool("RCUBENCH_ALLOW_FEW_RUNS", default=False)
+
+# --- REST API (webapp/api: Django REST framework, OpenAPI by drf-spectacular, knox tokens) ---
+# Clients authenticate with a knox token ("Authorization: Token <token>"; per user, stored
+# hashed, revocable: POST /api/v1/tokens/ or the page /accounts/tokens/) or with the session
+# of a logged-in browser. Basic auth (behind django-axes' lockout) is accepted only by the
+# token-creating endpoint. Anonymous clients read public data; writes need an account.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        # First: its "WWW-Authenticate: Token" header makes a missing token a 401.
+        "webapp.api.auth.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    "DEFAULT_PAGINATION_CLASS": "webapp.api.pagination.Pagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.MultiPartParser",
+        "rest_framework.parsers.FormParser",
+    ],
+    # Per client address (anonymous) and per account; "submit" and "token" are the scopes of
+    # comparison creation and token creation, on top of the user rate.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "webapp.api.throttling.AnonThrottle",
+        "webapp.api.throttling.UserThrottle",
+        "webapp.api.throttling.ScopedThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env.str("RCUBENCH_API_ANON_RATE", default="120/min"),
+        "user": env.str("RCUBENCH_API_USER_RATE", default="1200/min"),
+        "submit": env.str("RCUBENCH_API_SUBMIT_RATE", default="60/hour"),
+        "token": env.str("RCUBENCH_API_TOKEN_RATE", default="30/hour"),
+    },
+    # The client address of anonymous throttling: behind the TLS proxy, the last
+    # X-Forwarded-For entry (the one the proxy appended); else the peer address, never a
+    # header the client wrote.
+    "NUM_PROXIES": env.int("RCUBENCH_API_NUM_PROXIES", default=1 if RCUBENCH_HTTPS else 0),
+    "EXCEPTION_HANDLER": "webapp.api.errors.exception_handler",
+}
+# Throttle counters must be shared by every web process (gunicorn runs 2 locally, 3 in
+# docker-compose): a local-memory cache would count per process. They live in the broker's
+# Redis, in a database of their own (RCUBENCH_API_CACHE_DB, default 1; the broker uses 0).
+# Should that Redis be unreachable, the throttles let requests through (webapp/api/throttling.py).
+from datetime import timedelta  # noqa: E402
+from urllib.parse import urlsplit  # noqa: E402
+
+RCUBENCH_API_CACHE_URL = (
+    env.str("RCUBENCH_API_CACHE_URL", default="")
+    or urlsplit(CELERY_BROKER_URL)
+    ._replace(path=f"/{env.int('RCUBENCH_API_CACHE_DB', default=1)}", query="")
+    .geturl()
+)
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "api": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": RCUBENCH_API_CACHE_URL,
+        "KEY_PREFIX": "rcubench-api",
+        "TIMEOUT": 3600,
+        "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+    },
+}
+REST_KNOX = {
+    # Tokens are long-lived (a CLI on a developer's machine), revocable, and at most 20 per
+    # account. The prefix lets secret scanners recognise a leaked token.
+    "TOKEN_TTL": timedelta(days=env.int("RCUBENCH_API_TOKEN_TTL_DAYS", default=180)),
+    "TOKEN_LIMIT_PER_USER": 20,
+    "TOKEN_PREFIX": "rcb_",
+    "AUTO_REFRESH": False,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "rcubench API",
+    "DESCRIPTION": (
+        "Submit kernel comparisons and read their runs, raw measurements and verdicts. "
+        "Authenticate with 'Authorization: Token <token>' (create one at /accounts/tokens/ "
+        "or with POST /api/v1/tokens/). A restricted comparison and everything under it is "
+        "404 to anyone outside its tree's members."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "PATH_CONVERTER_OVERRIDES": {"id": int},  # webapp/api/urls.py: ids, negative ones 404
+    # Errors every operation may answer (401, 403, 404, 429, 400 where it takes input).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "webapp.api.schema.add_error_responses",
+    ],
+    "ENUM_NAME_OVERRIDES": {
+        "ComparisonStateEnum": "webapp.comparisons.models.ComparisonState",
+        "RunStateEnum": "webapp.states.State",
+        "ResultEnum": "webapp.states.Result",
+        "ComparisonErrorCodeEnum": "webapp.comparisons.models.Comparison.Error",
+        "RunErrorCodeEnum": "webapp.comparisons.models.Run.Error",
+    },
+}

@@ -1,6 +1,8 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from webapp.accounts import views
+
 urlpatterns = [
     path(
         "login/",
@@ -8,4 +10,6 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("tokens/", views.tokens, name="api-tokens"),
+    path("tokens/<slug:token_key>/revoke/", views.revoke_token, name="api-token-revoke"),
 ]

@@ -1,5 +1,53 @@
-from django.urls import URLPattern, URLResolver
+"""The REST API, version 1 (/api/v1/...), and its OpenAPI schema (/api/schema/)."""
+
+from django.urls import URLPattern, URLResolver, path, re_path, register_converter
+from drf_spectacular.views import SpectacularAPIView
+
+from webapp.api import views
 
 app_name = "api"
 
-urlpatterns: list[URLPattern | URLResolver] = []
+
+class SignedIntConverter:
+    """An id, signed: a negative one reaches the view and is a JSON 404 like any unknown id
+    (the int converter would leave it to Django's HTML 404)."""
+
+    regex = "-?[0-9]+"
+
+    def to_python(self, value: str) -> int:
+        return int(value)
+
+    def to_url(self, value: int) -> str:
+        return str(value)
+
+
+register_converter(SignedIntConverter, "id")
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("v1/trees/", views.TreeList.as_view(), name="tree-list"),
+    path("v1/trees/<slug:name>/", views.TreeDetail.as_view(), name="tree-detail"),
+    path("v1/targets/", views.TargetList.as_view(), name="target-list"),
+    path("v1/benchmarks/", views.BenchmarkList.as_view(), name="benchmark-list"),
+    path("v1/comparisons/", views.ComparisonList.as_view(), name="comparison-list"),
+    path("v1/comparisons/<id:pk>/", views.ComparisonDetail.as_view(), name="comparison-detail"),
+    path(
+        "v1/comparisons/<id:pk>/cancel/", views.ComparisonCancel.as_view(), name="comparison-cancel"
+    ),
+    path("v1/comparisons/<id:pk>/runs/", views.ComparisonRuns.as_view(), name="comparison-runs"),
+    path(
+        "v1/comparisons/<id:pk>/verdicts/",
+        views.ComparisonVerdicts.as_view(),
+        name="comparison-verdicts",
+    ),
+    path("v1/comparisons/<id:pk>/data.csv", views.ComparisonCSV.as_view(), name="comparison-csv"),
+    path(
+        "v1/comparisons/<id:pk>/data.json", views.ComparisonJSON.as_view(), name="comparison-json"
+    ),
+    path("v1/runs/<id:pk>/", views.RunDetail.as_view(), name="run-detail"),
+    path("v1/runs/<id:pk>/measurements/", views.RunMeasurements.as_view(), name="run-measurements"),
+    path("v1/tokens/", views.TokenList.as_view(), name="token-list"),
+    path("v1/tokens/<slug:token_key>/", views.TokenRevoke.as_view(), name="token-revoke"),
+    # Anything else under /api/ is a JSON 404 (not the site's HTML page).
+    re_path(r"^.*$", views.not_found, name="not-found"),
+]

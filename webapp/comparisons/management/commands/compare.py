@@ -1,6 +1,7 @@
 """./manage.py compare: an A/B comparison from a terminal, through the same pipeline as the
 web app (the running workers build, boot and analyse), with progress and the verdict table."""
 
+import os
 import time
 from argparse import ArgumentParser
 from pathlib import Path
@@ -11,11 +12,11 @@ from django.db import transaction
 from tqdm import tqdm
 
 from webapp.analysis import defaults
-from webapp.comparisons import orchestrator
+from webapp.comparisons import orchestrator, remote
 from webapp.comparisons.models import Comparison, ComparisonState
 from webapp.comparisons.progress import Progress, progress
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
-from webapp.reports.services import p_method_legend, report_url, verdict_rows
+from webapp.reports.services import VerdictRow, p_method_legend, report_url, verdict_rows
 from webapp.states import Result
 from webapp.trees.models import Tree
 from webapp.trees.services import DEFAULT_TREE, InvalidTree, register_local_tree
@@ -71,8 +72,22 @@ class Command(BaseCommand):
         parser.add_argument("--follow", type=int, metavar="ID", help="wait for comparison ID")
         parser.add_argument("--cancel", type=int, metavar="ID", help="cancel comparison ID")
         parser.add_argument("--timeout", type=float, default=0, help="stop waiting after s")
+        parser.add_argument(
+            "--server", metavar="URL",
+            help="submit and follow through the REST API of the rcubench at URL (e.g. "
+            "https://rcubench.example.org) instead of this machine's database; --tree is "
+            "then a tree's name on that server",
+        )  # fmt: skip
+        parser.add_argument(
+            "--token", default=os.environ.get("RCUBENCH_TOKEN", ""),
+            help="API token for --server (default: $RCUBENCH_TOKEN; create one at "
+            "<server>/accounts/tokens/)",
+        )  # fmt: skip
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        if opts["server"]:
+            self._handle_remote(opts)
+            return
         if opts["cancel"]:
             if not orchestrator.cancel(opts["cancel"], "cancelled from the command line"):
                 raise CommandError(f"comparison {opts['cancel']} had already ended")
@@ -155,8 +170,10 @@ class Command(BaseCommand):
             show.close()
 
     def _summary(self, comparison: Comparison) -> None:
+        self._table(verdict_rows(comparison), comparison.verdict, report_url(comparison))
+
+    def _table(self, verdicts: list[VerdictRow], verdict: str, url: str) -> None:
         out = self.stdout.write
-        verdicts = verdict_rows(comparison)
         # The sign test and Mood's p beside the primary p: the cross-checks the kernel lists
         # quote (primary metrics only, to keep the table narrow; the JSON has every row).
         rows = [
@@ -180,7 +197,77 @@ class Command(BaseCommand):
             legend = p_method_legend(verdicts)
             if legend:
                 out(f"p: {legend}")
-        out(f"verdict: {comparison.verdict or '(none)'}   report: {report_url(comparison)}")
+        out(f"verdict: {verdict or '(none)'}   report: {url}")
+
+    # --- through the REST API of another rcubench (--server) -------------------------
+
+    def _handle_remote(self, opts: dict[str, Any]) -> None:
+        try:
+            client = remote.Client(opts["server"], opts["token"])
+            if opts["cancel"]:
+                try:
+                    client.cancel(opts["cancel"])
+                except remote.RemoteError as exc:
+                    raise CommandError(f"comparison {opts['cancel']}: {exc.message}") from None
+                self.stdout.write(f"comparison {opts['cancel']} cancelled")
+                return
+            if opts["follow"]:
+                c = client.comparison(opts["follow"])
+            else:
+                c = self._submit_remote(client, opts)
+                self.stdout.write(f"comparison {c.pk} submitted: {c.report_url}")
+                if opts["no_wait"]:
+                    return
+            c = self._follow_remote(client, c, opts["timeout"])
+            self._table(client.verdict_rows(c.pk), c.verdict, c.report_url)
+        except remote.RemoteError as exc:
+            raise CommandError(exc.message) from None
+        if c.result != Result.OK:
+            raise CommandError(f"comparison {c.pk} {c.result}: "
+                               f"{c.error_code}: {c.error_message}")  # fmt: skip
+
+    def _submit_remote(self, client: remote.Client, opts: dict[str, Any]) -> remote.Remote:
+        if not opts["base"]:
+            raise CommandError("--base is required")
+        fields = {
+            "tree": opts["tree"], "base_ref": opts["base"], "head_ref": opts["head"],
+            "patch_fallback": opts["allow_fuzz"],
+            "benchmarks": opts["bench"] or ["sync-rcu-latency"],
+            "target": opts["target"] or f"qemu-{opts['arch']}", "arch": opts["arch"],
+            "cmdline_a": opts["cmdline_a"], "cmdline_b": opts["cmdline_b"],
+            "min_runs": opts["runs"], "max_runs": opts["max_runs"], "alpha": opts["alpha"],
+            "threshold_pct": opts["threshold"], "seed": opts["seed"],
+        }  # fmt: skip
+        try:
+            return client.submit(fields, opts["series"])
+        except remote.RemoteError as exc:
+            if exc.fields:  # name the option, as the local command does
+                field, message = next(iter(exc.fields.items()))
+                raise CommandError(f"{_OPTION.get(field, field)}: {message}") from None
+            raise
+
+    def _follow_remote(
+        self, client: remote.Client, c: remote.Remote, timeout: float
+    ) -> remote.Remote:
+        """As _follow, polling the API: Ctrl-C cancels the comparison on the server."""
+        out = cast(TextIO, self.stdout._out)
+        show = _Bar(out) if out.isatty() else _Lines(out)
+        started = time.monotonic()
+        try:
+            while True:
+                c = client.comparison(c.pk)
+                show(c.progress)
+                if c.state == ComparisonState.DONE:
+                    return c
+                if timeout and time.monotonic() - started > timeout:
+                    raise CommandError(f"still {c.state} after {timeout:.0f} s; "
+                                       f"follow it with --follow {c.pk}")  # fmt: skip
+                time.sleep(1.0)
+        except KeyboardInterrupt:
+            client.cancel(c.pk)
+            raise CommandError(f"comparison {c.pk} cancelled") from None
+        finally:
+            show.close()
 
 
 class _Bar:

@@ -1,0 +1,231 @@
+"""What the REST API reads and does, as functions over the user asking (views and
+serializers stay thin). Every query of a comparison, its runs, measurements and verdicts
+goes through webapp.access: what a user may not see is 404, as on the pages."""
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.http import Http404
+from django.utils import timezone
+from knox.models import AuthToken
+from knox.settings import knox_settings
+
+from benchmarks import registry
+from benchmarks.cmdline import params
+from webapp import access
+from webapp.access import AnyUser
+from webapp.analysis.models import MetricVerdict
+from webapp.comparisons import orchestrator
+from webapp.comparisons.models import Comparison, Measurement, Run, Target
+from webapp.comparisons.submission import ComparisonRequest, submit_comparison
+from webapp.trees.models import Tree, TreeMembership
+
+PK_MAX = 2**63 - 1  # bigint: a larger id matches nothing (and must not reach the database)
+
+
+def _pk(pk: int) -> int:
+    if not 0 < pk <= PK_MAX:
+        raise Http404("no such object")
+    return pk
+
+
+# --- trees, targets, benchmarks -------------------------------------------------------
+
+
+def trees(user: AnyUser) -> QuerySet[Tree]:
+    """Every tree (their names are no secret: a refused submission lists them), each with
+    `user_role`, the user's role on it (None: no role)."""
+    qs = Tree.objects.order_by("name")
+    if not user.is_authenticated:
+        return qs.annotate(user_role=Subquery(TreeMembership.objects.none().values("role")))
+    role = TreeMembership.objects.filter(user_id=user.pk, tree_id=OuterRef("pk")).values("role")
+    return qs.annotate(user_role=Subquery(role[:1]))
+
+
+def can_submit(user: AnyUser, tree: Tree) -> bool:
+    """As access.can_submit, from the annotated role (no query per tree)."""
+    if not user.is_authenticated:
+        return False
+    return bool(getattr(user, "is_staff", False) or getattr(tree, "user_role", None))
+
+
+def targets() -> QuerySet[Target]:
+    return Target.objects.order_by("name")
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    name: str
+    unit: str
+    direction: str  # which way is better: lower or higher
+    kind: str  # samples (many per run) or value (one per run)
+    primary: bool
+    threshold: float | None
+    threshold_is_absolute: bool
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True)
+class BenchmarkInfo:
+    name: str
+    description: str
+    archs: list[str]
+    metrics: list[MetricInfo]
+    parameters: list[ParamInfo]  # the kernel command line the benchmark sets
+    kconfig: list[str]
+    guest_command: str
+    notes: str
+
+
+def benchmarks() -> list[BenchmarkInfo]:
+    """Every benchmark of the registry, in its order."""
+    return [
+        BenchmarkInfo(
+            name=s.name, description=s.description, archs=list(s.archs),
+            metrics=[MetricInfo(m.name, m.unit, m.better.value, m.kind.value, m.primary,
+                                m.threshold, m.threshold_is_absolute) for m in s.metrics],
+            parameters=[ParamInfo(p.name, p.value) for p in params(s.cmdline)],
+            kconfig=list(s.kconfig), guest_command=s.guest_command, notes=s.notes,
+        )
+        for s in (b.spec for b in registry.BENCHMARKS.values())
+    ]  # fmt: skip
+
+
+# --- comparisons ----------------------------------------------------------------------
+
+
+def comparisons(user: AnyUser) -> QuerySet[Comparison]:
+    """The comparisons `user` may see, newest first, with what the API shows joined in."""
+    qs = Comparison.objects.select_related(
+        "revision_a__tree", "revision_a__series", "revision_b__series", "target",
+        "submitted_by", "build_a", "build_b",
+    ).defer(
+        "revision_a__series__mbox", "revision_b__series__mbox", "build_a__log", "build_b__log"
+    ).order_by("-created_at", "-pk")  # fmt: skip
+    return access.visible_comparisons(user, qs)
+
+
+def comparison(user: AnyUser, pk: int) -> Comparison:
+    return access.get_visible(comparisons(user), pk=_pk(pk))
+
+
+def submit(user: AbstractBaseUser, fields: dict[str, Any], mbox: bytes | None) -> Comparison:
+    """Submit for `user` through the one submission service (SubmissionError names the
+    field at fault)."""
+    return submit_comparison(
+        ComparisonRequest(
+            tree=fields["tree"], base_ref=fields["base_ref"], head_ref=fields["head_ref"],
+            series_mbox=mbox, patch_fallback=fields["patch_fallback"],
+            benchmarks=tuple(fields["benchmarks"]), target=fields["target"],
+            arch=fields["arch"],
+            cmdline_a=fields["cmdline_a"], cmdline_b=fields["cmdline_b"],
+            min_runs=fields["min_runs"], max_runs=fields["max_runs"], alpha=fields["alpha"],
+            threshold_pct=fields["threshold_pct"], seed=fields["seed"],
+            visibility=fields["visibility"], trigger=Comparison.Trigger.API,
+            requested_by=f"api:{user.get_username()}", submitted_by=user.pk,
+        )
+    )  # fmt: skip
+
+
+class CancelRefused(Exception):
+    """The user sees the comparison but may not cancel it."""
+
+
+def cancel(user: AnyUser, pk: int) -> tuple[Comparison, bool]:
+    """Cancel comparison `pk` for `user`: (the comparison after, whether this call ended
+    it; False: it had already ended). Http404 if the user may not see it, CancelRefused if
+    they may not cancel it."""
+    c = comparison(user, pk)
+    if not access.can_cancel(user, c):
+        raise CancelRefused(
+            "only the submitter, the tree's admins and staff may cancel this comparison"
+        )
+    ended = orchestrator.cancel(c.pk, f"cancelled through the API by {user}")
+    return comparison(user, pk), ended
+
+
+# --- runs, measurements, verdicts -----------------------------------------------------
+
+
+def runs(user: AnyUser, comparison_pk: int) -> QuerySet[Run]:
+    """The runs of a comparison the user sees (else Http404), in run order."""
+    c = comparison(user, comparison_pk)
+    return Run.objects.filter(comparison=c).defer("console_log").order_by("order", "pk")
+
+
+def run(user: AnyUser, pk: int) -> Run:
+    return access.get_visible(
+        access.visible_runs(user, Run.objects.defer("console_log")), pk=_pk(pk)
+    )
+
+
+def measurements(user: AnyUser, run_pk: int) -> QuerySet[Measurement]:
+    r = run(user, run_pk)
+    return Measurement.objects.filter(run=r).order_by("benchmark", "metric", "pk")
+
+
+def verdicts(user: AnyUser, comparison_pk: int) -> QuerySet[MetricVerdict]:
+    c = comparison(user, comparison_pk)
+    return MetricVerdict.objects.filter(comparison=c).order_by(
+        "benchmark", "-is_primary", "metric", "statistic", "pk"
+    )
+
+
+def metric_unit(v: MetricVerdict) -> str:
+    """The verdict's unit: as the engine recorded it, else the benchmark's spec says."""
+    unit = (v.details or {}).get("unit")
+    if unit:
+        return str(unit)
+    b = registry.BENCHMARKS.get(v.benchmark)
+    try:
+        return b.spec.metric(v.metric).unit if b else ""
+    except KeyError:
+        return ""
+
+
+def finite(o: Any) -> Any:
+    """`o` with every NaN or infinite float replaced by None (JSON has neither)."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: finite(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [finite(v) for v in o]
+    return o
+
+
+# --- tokens ---------------------------------------------------------------------------
+
+
+class TokenLimit(Exception):
+    pass
+
+
+def tokens(user: AbstractBaseUser) -> QuerySet[AuthToken]:
+    """The user's tokens (knox keeps only their digest and first characters)."""
+    return AuthToken.objects.filter(user_id=user.pk).order_by("-created")
+
+
+def create_token(user: AbstractBaseUser) -> tuple[AuthToken, str]:
+    """A new token for `user`: (its row, the token itself, which is not stored and can be
+    shown only now). TokenLimit when the user holds the most tokens allowed."""
+    limit = knox_settings.TOKEN_LIMIT_PER_USER
+    live = tokens(user).filter(Q(expiry__isnull=True) | Q(expiry__gt=timezone.now()))
+    if limit is not None and live.count() >= limit:
+        raise TokenLimit(f"you hold {limit} tokens, the most allowed: revoke one first")
+    instance, token = AuthToken.objects.create(user=user, prefix=knox_settings.TOKEN_PREFIX)
+    return instance, token
+
+
+def revoke_token(user: AbstractBaseUser, token_key: str) -> bool:
+    """Revoke the user's token that starts with `token_key`; False if there is none."""
+    deleted, _ = tokens(user).filter(token_key=token_key).delete()
+    return deleted > 0

@@ -1,0 +1,225 @@
+"""Every read endpoint: what it answers, for whom; a restricted comparison and everything
+under it is 404 to anyone outside its tree (anonymous, a logged-in non-member), through
+every endpoint, and absent from every list."""
+
+import csv
+import io
+import json
+
+import pytest
+
+from benchmarks import registry
+
+pytestmark = pytest.mark.django_db
+
+
+def _get(client, url, **kw):
+    response = client.get(url, **kw)
+    body = b"".join(response.streaming_content) if response.streaming else response.content
+    return response, body
+
+
+def test_trees_list_every_tree_with_the_callers_role(world, anon, client_for):
+    rows = anon.get("/api/v1/trees/").json()["results"]
+    assert [(t["name"], t["role"], t["can_submit"]) for t in rows] == [
+        ("embargo", None, False), ("rcu", None, False)
+    ]  # fmt: skip
+    assert "webhook_secret" not in rows[0]
+    assert "url" not in rows[0]
+    rows = client_for(world.carol).get("/api/v1/trees/").json()["results"]
+    assert [(t["name"], t["role"], t["can_submit"]) for t in rows] == [
+        ("embargo", "admin", True), ("rcu", "admin", True)
+    ]  # fmt: skip
+    one = client_for(world.bob).get("/api/v1/trees/rcu/").json()
+    assert (one["name"], one["role"], one["can_submit"], one["public"]) == (
+        "rcu",
+        None,
+        False,
+        True,
+    )
+    assert client_for(world.staff).get("/api/v1/trees/rcu/").json()["can_submit"] is True
+    assert anon.get("/api/v1/trees/nope/").status_code == 404
+
+
+def test_targets_and_benchmarks(world, anon):
+    targets = anon.get("/api/v1/targets/").json()["results"]
+    x86 = next(t for t in targets if t["name"] == "qemu-x86_64")
+    assert x86["arch"] == "x86_64"
+    assert x86["cpus"] == x86["sockets"] * x86["cores"] * x86["threads"]
+    body = anon.get("/api/v1/benchmarks/").json()
+    assert body["count"] == len(registry.BENCHMARKS)
+    sync = next(b for b in body["results"] if b["name"] == "sync-rcu-latency")
+    primary = [m for m in sync["metrics"] if m["primary"]]
+    assert primary == [{"name": "writer_duration", "unit": "ms", "direction": "lower",
+                        "kind": "samples", "primary": True, "threshold": 2.0,
+                        "threshold_is_absolute": False}]  # fmt: skip
+    assert {"name": "rcuscale.nwriters", "value": "1"} in sync["parameters"]
+    assert "CONFIG_RCU_SCALE_TEST=y" in sync["kconfig"]
+
+
+def test_comparison_list_and_detail(world, anon):
+    body = anon.get("/api/v1/comparisons/").json()
+    assert [c["id"] for c in body["results"]] == [world.public.pk]
+    c = anon.get(f"/api/v1/comparisons/{world.public.pk}/").json()
+    assert (c["tree"], c["base_ref"], c["head_ref"], c["submitter"], c["visibility"]) == (
+        "rcu", "v6.12", "rcu/dev", "alice", "public"
+    )  # fmt: skip
+    assert c["progress"]["done"] == 2
+    assert c["progress"]["total"] == 2 * world.public.min_runs
+    assert c["report_url"].endswith(f"/comparisons/{world.public.pk}/")
+
+
+def test_runs_measurements_verdicts_and_exports(world, anon):
+    pk = world.public.pk
+    runs = anon.get(f"/api/v1/comparisons/{pk}/runs/").json()["results"]
+    assert [(r["side"], r["result"], r["wall_seconds"]) for r in runs] == [
+        ("A", "ok", 31.5), ("B", "ok", 31.5)
+    ]  # fmt: skip
+    assert "console_log" not in runs[0]
+    assert runs[0]["console_url"].endswith("/console")
+    run = anon.get(f"/api/v1/runs/{world.public_run.pk}/").json()
+    assert run["comparison"] == pk
+    ms = anon.get(f"/api/v1/runs/{world.public_run.pk}/measurements/").json()["results"]
+    assert [(m["metric"], m["samples"]) for m in ms] == [
+        ("gps", [120.0]), ("writer_duration", [6.0, 6.1, 5.9])
+    ]  # fmt: skip
+    verdicts = anon.get(f"/api/v1/comparisons/{pk}/verdicts/").json()["results"]
+    assert [(v["metric"], v["verdict"], v["unit"]) for v in verdicts] == [
+        ("writer_duration", "no-meaningful-change", "ms")
+    ]  # fmt: skip
+    response, body = _get(anon, f"/api/v1/comparisons/{pk}/data.csv")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/csv"
+    rows = list(csv.reader(io.StringIO(body.decode())))
+    assert rows[0][:3] == ["comparison_id", "benchmark", "metric"]
+    assert len(rows) == 1 + 2 * 4
+    # Whatever the client accepts; errors are JSON.
+    response, _ = _get(anon, f"/api/v1/comparisons/{pk}/data.csv", HTTP_ACCEPT="text/csv")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/csv"
+    response, _ = _get(anon, "/api/v1/comparisons/999999/data.csv", HTTP_ACCEPT="text/csv")
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    response, body = _get(anon, f"/api/v1/comparisons/{pk}/data.json")
+    assert response.status_code == 200
+    data = json.loads(body)
+    assert data["comparison"]
+    assert len(data["samples"]["rows"]) == 8
+
+
+RESTRICTED_URLS = [
+    "/api/v1/comparisons/{c}/",
+    "/api/v1/comparisons/{c}/runs/",
+    "/api/v1/comparisons/{c}/verdicts/",
+    "/api/v1/comparisons/{c}/data.csv",
+    "/api/v1/comparisons/{c}/data.json",
+    "/api/v1/runs/{r}/",
+    "/api/v1/runs/{r}/measurements/",
+]
+
+
+@pytest.mark.parametrize("who", ["anonymous", "bob"])
+@pytest.mark.parametrize("url", RESTRICTED_URLS)
+def test_a_restricted_comparison_is_404_to_non_members_through_every_endpoint(
+    world, client_for, who, url
+):
+    client = client_for(None if who == "anonymous" else world.bob)
+    path = url.format(c=world.restricted.pk, r=world.restricted_run.pk)
+    response, body = _get(client, path)
+    assert response.status_code == 404, body
+    # The same answer as for an id that does not exist: the id leaks nothing.
+    missing, missing_body = _get(client, url.format(c=10**9, r=10**9))
+    assert (missing.status_code, missing_body) == (404, body)
+    # and the public one answers
+    assert _get(client, url.format(c=world.public.pk, r=world.public_run.pk))[0].status_code == 200
+
+
+def test_a_restricted_comparison_is_in_no_list_of_non_members(world, anon, client_for):
+    for client in (anon, client_for(world.bob)):
+        ids = [c["id"] for c in client.get("/api/v1/comparisons/").json()["results"]]
+        assert ids == [world.public.pk]
+        for params in ({"tree": "embargo"}, {"submitter": "alice"}, {"state": "queued"}):
+            ids = [c["id"] for c in client.get("/api/v1/comparisons/", params).json()["results"]]
+            assert world.restricted.pk not in ids
+
+
+@pytest.mark.parametrize("who", ["alice", "dave", "carol", "staff"])
+@pytest.mark.parametrize("url", RESTRICTED_URLS)
+def test_members_and_staff_see_a_restricted_comparison(world, client_for, who, url):
+    client = client_for(getattr(world, who))
+    response, _ = _get(client, url.format(c=world.restricted.pk, r=world.restricted_run.pk))
+    assert response.status_code == 200
+    ids = {c["id"] for c in client.get("/api/v1/comparisons/").json()["results"]}
+    assert ids == {world.public.pk, world.restricted.pk}
+
+
+@pytest.mark.parametrize("pk", ["0", "-1", str(2**63), str(10**30)])
+def test_ids_out_of_range_are_json_404s(world, anon, pk):
+    for url in ("/api/v1/comparisons/{}/", "/api/v1/runs/{}/measurements/"):
+        response = anon.get(url.format(pk))
+        assert response.status_code == 404
+        assert response.json() == {"detail": "no such object"}
+
+
+def test_filters(world, client_for):
+    client = client_for(world.alice)
+    other = world.public.__class__.objects.get(pk=world.public.pk)
+    other.benchmarks = ["boot-time"]
+    other.save()
+
+    def ids(**params):
+        response = client.get("/api/v1/comparisons/", params)
+        assert response.status_code == 200, response.content
+        return {c["id"] for c in response.json()["results"]}
+
+    assert ids(tree="rcu") == {world.public.pk}
+    assert ids(tree="embargo") == {world.restricted.pk}
+    assert ids(submitter="alice") == {world.public.pk, world.restricted.pk}
+    assert ids(submitter="bob") == set()
+    assert ids(state="queued") == {world.public.pk, world.restricted.pk}
+    assert ids(state="done") == set()
+    assert ids(benchmark="boot-time") == {world.public.pk}
+    assert ids(benchmark="sync-rcu-latency") == {world.restricted.pk}
+    assert ids(verdict="regression") == set()
+    response = client.get("/api/v1/comparisons/", {"state": "exploded"})
+    assert response.status_code == 400
+    assert "state" in response.json()
+
+
+def test_pagination(world, client_for):
+    from webapp.factories import ComparisonFactory
+
+    for _ in range(4):
+        ComparisonFactory.create(revision_a=world.public.revision_a,
+                                 revision_b=world.public.revision_b)  # fmt: skip
+    client = client_for(world.bob)
+    first = client.get("/api/v1/comparisons/", {"page_size": 2}).json()
+    assert first["count"] == 5
+    assert len(first["results"]) == 2
+    assert first["previous"] is None
+    assert "page=2" in first["next"]
+    last = client.get("/api/v1/comparisons/", {"page_size": 2, "page": 3}).json()
+    assert len(last["results"]) == 1
+    assert last["next"] is None
+    pages = [client.get("/api/v1/comparisons/", {"page_size": 2, "page": p}) for p in (1, 2, 3)]
+    seen = {c["id"] for page in pages for c in page.json()["results"]}
+    assert len(seen) == 5
+    assert client.get("/api/v1/comparisons/", {"page": 99}).status_code == 404
+    for url in ("/api/v1/trees/", "/api/v1/targets/", "/api/v1/benchmarks/",
+                f"/api/v1/comparisons/{world.public.pk}/runs/",
+                f"/api/v1/comparisons/{world.public.pk}/verdicts/",
+                f"/api/v1/runs/{world.public_run.pk}/measurements/",
+                "/api/v1/tokens/"):  # fmt: skip
+        body = client.get(url, {"page_size": 1}).json()
+        assert set(body) == {"count", "next", "previous", "results"}, url
+        assert len(body["results"]) <= 1
+
+
+def test_the_list_takes_a_constant_number_of_queries(world, anon, django_assert_max_num_queries):
+    from webapp.factories import ComparisonFactory
+
+    for _ in range(30):
+        ComparisonFactory.create(revision_a=world.public.revision_a,
+                                 revision_b=world.public.revision_b)  # fmt: skip
+    with django_assert_max_num_queries(4):
+        assert len(anon.get("/api/v1/comparisons/").json()["results"]) == 31
