@@ -13,5 +13,11 @@ side_b=(--series demo/0001-rcu-fqs-one-more-jiffy-demo.mbox)
 if [ "${RCUBENCH_DEMO_AA:-0}" = 1 ]; then
   side_b=()
 fi
-exec .venv/bin/python manage.py compare --tree linux-6.12 --base "$BASE" "${side_b[@]}" \
+.venv/bin/python manage.py compare --tree linux-6.12 --base "$BASE" "${side_b[@]}" \
   --bench sync-rcu-latency --arch x86_64 --runs 24 --max-runs 96 "$@"
+url=$(.venv/bin/python -c 'import django, os
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings"); django.setup()
+from django.conf import settings
+print(settings.RCUBENCH_PUBLIC_URL.rstrip("/"))' 2>/dev/null)
+echo "web app: $url/comparisons/ (reports are public); to submit at $url/submit/ or use"
+echo "  the API ($url/api/v1/), log in at $url/accounts/login/ as admin, password in var/admin-password"
