@@ -1,5 +1,5 @@
-"""The one way in: every front end (the CLI today; the web form, the REST API and push
-webhooks later) submits a comparison by calling `submit_comparison`, and nothing else.
+"""The one way in: every front end (the CLI, the web form, the REST API; push webhooks
+later) submits a comparison by calling `submit_comparison`, and nothing else.
 
 A request is validated whole before anything is stored: refs, target, benchmarks, numbers,
 command lines, then against the tree (`preflight`: the refs exist, the series applies), then
