@@ -66,6 +66,8 @@ as_web_user() {
     exit 1
   fi
   install -d -o "$WEB_USER" -g "$WEB_USER" -m 0755 "$RUN/web"
+  install -d -m 0755 "$VAR/cache"
+  install -d -o "$WEB_USER" -g "$WEB_USER" -m 0700 "$VAR/cache/reports"
   local log
   for log in "$LOG/web.log" "$LOG/gunicorn.log" "$LOG/web-access.log"; do
     [ -e "$log" ] || install -m 0640 /dev/null "$log"
@@ -82,7 +84,9 @@ up() {
       stop web
     fi
     # The app's JSON lines go to web.log (RCUBENCH_LOG_FILE), gunicorn's own to gunicorn.log.
-    RCUBENCH_LOG_FILE=$LOG/web.log start web as_web_user "$BIN/gunicorn" webapp.wsgi \
+    # Figures of done comparisons are cached as files the web user owns (settings.py).
+    RCUBENCH_REPORT_CACHE_DIR=$VAR/cache/reports \
+      RCUBENCH_LOG_FILE=$LOG/web.log start web as_web_user "$BIN/gunicorn" webapp.wsgi \
       --bind "$ADDR" --workers 2 --daemon --pid "$(pidfile web)" \
       --error-logfile "$LOG/gunicorn.log" --access-logfile "$LOG/web-access.log"
   fi

@@ -338,6 +338,22 @@ CACHES = {
         "TIMEOUT": 3600,
         "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
     },
+    # The figures of done comparisons (webapp/reports/services.py, cached_figure_sections):
+    # files under the data dir, so every gunicorn process shares them and they outlive a
+    # restart (a locmem cache would draw them once per process and per restart; Redis
+    # would hold ~50 kB an entry in memory, and is the broker). A done comparison's figures
+    # never change, so entries live long; MAX_ENTRIES bounds the directory (entries are
+    # ~20-60 kB compressed, so ~100 MB at most), culling a third when it is full.
+    "reports": {
+        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+        # scripts/service.sh points it at var/cache/reports, owned by the web user (the web
+        # app writes nothing under the data dir).
+        "LOCATION": env.str(
+            "RCUBENCH_REPORT_CACHE_DIR", default=str(RCUBENCH_DATA_DIR("cache/reports"))
+        ),
+        "TIMEOUT": 30 * 24 * 3600,
+        "OPTIONS": {"MAX_ENTRIES": 2000, "CULL_FREQUENCY": 3},
+    },
 }
 REST_KNOX = {
     # Tokens are long-lived (a CLI on a developer's machine), revocable, and at most 20 per

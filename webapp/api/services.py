@@ -113,6 +113,22 @@ def comparisons(user: AnyUser) -> QuerySet[Comparison]:
     return access.visible_comparisons(user, qs)
 
 
+def comparison_list(user: AnyUser) -> QuerySet[Comparison]:
+    """The comparisons `user` may see, newest first (the comparison_newest_first index: a
+    page reads its rows in order, no sort), with what the list's serializer shows joined in
+    and nothing more: not the builds (the detail's progress reads them) nor side A's series.
+    Every table joined costs PostgreSQL planning time at each request (~7 ms for the nine
+    of `comparisons`, ~2 ms for these seven)."""
+    qs = (
+        Comparison.objects.select_related(
+            "revision_a__tree", "revision_b__series", "target", "submitted_by"
+        )
+        .defer("revision_b__series__mbox")
+        .order_by("-created_at", "-pk")
+    )
+    return access.visible_comparisons(user, qs)
+
+
 def comparison(user: AnyUser, pk: int) -> Comparison:
     return access.get_visible(comparisons(user), pk=_pk(pk))
 

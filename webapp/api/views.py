@@ -101,7 +101,7 @@ class ComparisonList(generics.ListCreateAPIView[Comparison]):
         return "submit" if self.request.method == "POST" else None
 
     def get_queryset(self) -> QuerySet[Comparison]:
-        return services.comparisons(self.request.user)
+        return services.comparison_list(self.request.user)
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer[Any]]:
         return (

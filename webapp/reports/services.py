@@ -6,6 +6,7 @@ reproducer command is in reproducer.py, the CSV and JSON downloads in exports.py
 """
 
 import gzip
+import logging
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
@@ -18,9 +19,12 @@ import plotly
 import plotly.io as pio
 import plotly.offline
 from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.cache import caches
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, QuerySet
+from django.db import connection
+from django.db.models import Count, Model, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Left, Length, Right
 from django.http import QueryDict
 from django.urls import reverse
@@ -42,7 +46,9 @@ from webapp.reports.filters import ComparisonFilter
 from webapp.reports.reproducer import public_url
 from webapp.reports.reproducer import reproducer as reproducer  # re-exported for old callers
 from webapp.states import Result, State
-from webapp.trees.models import Build, Revision
+from webapp.trees.models import Build, PatchSeries, Revision, Tree
+
+log = logging.getLogger(__name__)
 
 PLOTLY_VERSION: str = plotly.__version__
 STATISTIC_ORDER = ("value", "p50", "mean", "p90", "p99", "max")
@@ -651,6 +657,52 @@ def _html(fig: Any) -> SafeString:
     return mark_safe(html)  # noqa: S308 - plotly's own markup and JSON-escaped data
 
 
+# The figures of a done comparison, cached: drawing them (every sample of every counted run,
+# through plotly) is most of a report page's cost, and a done comparison's runs and
+# measurements never change. The cache ("reports", settings.CACHES: files under the data
+# dir, shared by every gunicorn process and kept across restarts) is keyed by what would
+# change with them: the database, the comparison (its pk and creation time, so that a
+# reused pk of another database or a recreated one never matches), when it finished (a
+# comparison that was ever reopened and finished again gets a new key) and FIGURES_VERSION.
+# Bump FIGURES_VERSION whenever figures.py or the sections' markup changes what is drawn.
+# Comparisons that are not done are never cached (their figures are not drawn at all).
+FIGURES_VERSION = 1
+FIGURES_CACHE = "reports"
+
+
+def figures_cache_key(c: Comparison) -> str | None:
+    """The cache key of a done comparison's figure sections; None for one not done."""
+    if c.state != ComparisonState.DONE or c.finished_at is None:
+        return None
+    return ":".join((
+        "figures", str(FIGURES_VERSION), PLOTLY_VERSION, str(connection.settings_dict["NAME"]),
+        str(c.pk), c.created_at.isoformat(), c.finished_at.isoformat(),
+    ))  # fmt: skip
+
+
+def cached_figure_sections(c: Comparison) -> list[BenchmarkFigures]:
+    """figure_sections of a done comparison, drawn once and then read from the cache.
+    The cache is an optimisation: when it cannot be read or written (a data dir that is
+    read-only, full), the figures are drawn as without it, with a warning in the log."""
+    key = figures_cache_key(c)
+    if key is None:
+        return figure_sections(c)
+    cache = caches[FIGURES_CACHE]
+    try:
+        hit = cache.get(key)
+    except Exception:  # noqa: BLE001 - any cache failure: draw them instead
+        log.warning("report cache: cannot read %s", key, exc_info=True)
+        hit = None
+    if isinstance(hit, list):
+        return hit
+    sections = figure_sections(c)
+    try:
+        cache.set(key, sections)
+    except Exception:  # noqa: BLE001 - the page is served all the same
+        log.warning("report cache: cannot write %s", key, exc_info=True)
+    return sections
+
+
 @lru_cache(maxsize=1)
 def plotly_js() -> tuple[bytes, bytes]:
     """The installed plotly package's plotly.min.js, raw and gzipped (computed once)."""
@@ -693,12 +745,13 @@ class Report:
 
 def comparison_report(c: Comparison) -> Report:
     """Everything the report page shows. Figures load every sample of the comparison, so
-    they are drawn once it is done, not on each refresh of a running one."""
+    they are drawn once it is done, not on each refresh of a running one, and then come
+    from the cache (cached_figure_sections)."""
     return Report(
         header=header(c),
         verdicts=verdict_rows(c),
         reliability=reliability_rows(c),
-        sections=figure_sections(c) if c.state == ComparisonState.DONE else [],
+        sections=cached_figure_sections(c) if c.state == ComparisonState.DONE else [],
         runs=runs_table(c),
         reproducer=reproducer(c),
     )
@@ -715,16 +768,49 @@ def report_queryset() -> "QuerySet[Comparison]":
     )  # fmt: skip
 
 
+# What a list row shows of a comparison and its progress reads (progress.py: the builds'
+# state and result for those still building), and what the visibility filter reads; nothing
+# else is fetched. The names of its trees, series, target and submitter are scalar
+# subqueries (list_names) rather than joins: a join of all ten tables took PostgreSQL
+# ~8-12 ms to plan at each request (more than the page's rows took to read), five tables
+# and six subqueries under 1 ms. Each subquery is a primary-key lookup per row shown.
+LIST_COLUMNS = (
+    "id", "created_at", "benchmarks", "state", "result", "error_code", "verdict", "trigger",
+    "visibility", "min_runs", "scheduled_per_side", "target_id", "submitted_by_id",
+    "build_a_id", "build_b_id", "revision_a__ref", "revision_a__tree_id",
+    "revision_a__series_id", "revision_b__ref", "revision_b__tree_id", "revision_b__series_id",
+    "build_a__state", "build_a__result", "build_b__state", "build_b__result",
+)  # fmt: skip
+
+
+def _lookup(model: type[Model], ref: str, column: str) -> Subquery:
+    return Subquery(model._default_manager.filter(pk=OuterRef(ref)).order_by().values(column)[:1])
+
+
+def list_names() -> dict[str, Subquery]:
+    """The names a list row shows, as annotations: tree_a_name, series_a_subject (None
+    without a series), tree_b_name, series_b_subject, target_name, submitter_name (None:
+    submitted from the operator's command line)."""
+    return {
+        "tree_a_name": _lookup(Tree, "revision_a__tree_id", "name"),
+        "series_a_subject": _lookup(PatchSeries, "revision_a__series_id", "subject"),
+        "tree_b_name": _lookup(Tree, "revision_b__tree_id", "name"),
+        "series_b_subject": _lookup(PatchSeries, "revision_b__series_id", "subject"),
+        "target_name": _lookup(Target, "target_id", "name"),
+        "submitter_name": _lookup(User, "submitted_by_id", User.USERNAME_FIELD),
+    }
+
+
 def comparison_list() -> "QuerySet[Comparison]":
-    """Every comparison, newest first, with what the list shows of it joined in (the
-    builds for the progress of those still building)."""
-    return Comparison.objects.select_related(
-        "revision_a__tree", "revision_a__series", "revision_b__tree", "revision_b__series",
-        "target", "submitted_by", "build_a", "build_b",
-    ).defer(
-        "revision_a__series__mbox", "revision_b__series__mbox", "build_a__log", "build_b__log",
-        "build_a__kconfig", "build_b__kconfig",
-    ).order_by("-created_at", "-pk")  # fmt: skip
+    """Every comparison, newest first (the comparison_newest_first index: a page reads
+    its rows in order, no sort), with what the list shows of it (the builds for the
+    progress of those still building), only the columns shown."""
+    return (
+        Comparison.objects.select_related("revision_a", "revision_b", "build_a", "build_b")
+        .only(*LIST_COLUMNS)
+        .annotate(**list_names())
+        .order_by("-created_at", "-pk")
+    )
 
 
 # --- live pages -----------------------------------------------------------------------

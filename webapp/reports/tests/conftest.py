@@ -27,6 +27,17 @@ VERDICTS_IN_REPORT_ORDER = [
     ("writer_duration", "p99", False, "improvement"),
     ("writer_duration", "mean", False, "no-meaningful-change"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _report_cache_of_its_own(settings, tmp_path):
+    """Each test has its own, empty figures cache ("reports"), not the data dir's."""
+    settings.CACHES = {
+        **settings.CACHES,
+        "reports": {**settings.CACHES["reports"], "LOCATION": str(tmp_path / "report-cache")},
+    }
+
+
 RUNS_PER_SIDE = 3
 WRITER_SAMPLES = 10
 
