@@ -13,9 +13,11 @@ and ccache are shared with them):
     default             every benchmark's Kconfig, the shared initramfs, the default
                         qemu-x86_64 target (pc, 1 socket x 2 cores x 2 threads, 1024 MiB),
                         the benchmark's command line: what a comparison boots today
+    default+...         the default kernel and initramfs with a variant below
     bench-kernel        only sync-rcu-latency's Kconfig (on the builder's arch base)
     ...+idle-init       an initramfs whose /init (perf/idle_init.c) only pause()s
-    ...+small-target    1 socket x 2 cores x 1 thread, 256 MiB: fewer vCPUs than host cores
+    ...+small-target    1 socket x 2 cores x 1 thread, 256 MiB: no more vCPUs than host
+                        cores (the default's 4 vCPU threads share this host's 2 cores)
     ...+4-sockets       4 sockets x 1 core x 1 thread, 1024 MiB (the variant tried in issue 15)
     ...+long-run        rcuscale.minruntime=3: ~4x the grace periods per boot
 Boots are interleaved (round r boots every configuration once, starting at a rotating
@@ -36,7 +38,7 @@ and a PASS/FAIL line per configuration for the target: SDS of the mean and of th
 
 Run (as root, libvirtd up: `make up`); the kernels are built first if not cached:
     .venv/bin/python perf/quiet_measurement.py [--boots 24] [--only default bench-kernel ...]
-        [--json boots.json]
+        [--json boots.json] [--build-only]
 Boot progress goes to stderr, the tables to stdout; --json keeps every boot's values.
 """
 
@@ -121,6 +123,9 @@ class Config:
 
 CONFIGS = (
     Config("default", "all", "shared", DEFAULT),
+    Config("default+small-target", "all", "shared", SMALL),
+    Config("default+long-run", "all", "shared", DEFAULT, LONG_RUN),
+    Config("default+small-target+long-run", "all", "shared", SMALL, LONG_RUN),
     Config("bench-kernel", "bench", "shared", DEFAULT),
     Config("bench-kernel+idle-init", "bench", "idle", DEFAULT),
     Config("bench-kernel+idle-init+small-target", "bench", "idle", SMALL),
@@ -406,6 +411,12 @@ def main() -> int:
         help="these configurations only",
     )
     parser.add_argument("--json", type=Path, help="write every boot's values here")
+    parser.add_argument(
+        "--build-only",
+        action="store_true",
+        help="build (or find cached) the kernels and initramfs images, boot nothing: the "
+        "build can run while the host is busy, the boots need it quiet",
+    )
     args = parser.parse_args()
     if args.boots < 2:
         parser.error("--boots must be at least 2 (a CV needs two boots)")
@@ -421,6 +432,8 @@ def main() -> int:
         initrds["idle"] = idle_initramfs(ARCH, DATA / "images")
     for name, path in initrds.items():
         print(f"initramfs {name:6} {path.stat().st_size:9} bytes  {path}")
+    if args.build_only:
+        return 0
     for c in configs:
         cmdline = vm_spec(c, images[c.kernel], initrds[c.init], Path()).full_cmdline
         print(

@@ -16,4 +16,4 @@ CONTENTION_IMBALANCE = 0.1
 # The share of ALPHA the secondary statistics spend (Benjamini-Hochberg; the primaries,
 # Holm, get the rest): 20 unchanged metrics then give any false regression or improvement
 # verdict at most ALPHA of the time over the whole procedure (STATS.md v2).
-SECONDARY_SHARE = 0.2
+SECONDARY_SHARE = 0.1

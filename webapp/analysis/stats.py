@@ -80,7 +80,9 @@ def _perm_p(stat: Array) -> float:
 # A p is resolved at a boundary when >= this many relabellings are expected beyond it
 # there (STATS.md v2 "resolvable p-values"); the count is raised up to MAX_PERMUTATIONS.
 EXCEEDANCES_AT_BOUNDARY = 10
-MAX_PERMUTATIONS = 250_000
+# Enough for one latency metric's 4 secondary statistics at the first look (10 / (.005/64/4)
+# = 512,000; about 4 s at 24 runs per side); more secondaries than that are capped.
+MAX_PERMUTATIONS = 600_000
 _CHUNK = 20_000  # relabellings per matrix product when the count is raised
 
 

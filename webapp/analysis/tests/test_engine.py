@@ -52,13 +52,15 @@ def test_refuses_fewer_than_24_runs(rng):
 def test_looks_and_boundaries():
     design = E.Design()
     assert design.looks == (24, 48, 72, 96)
-    # Alpha .05 split: .04 for the primary statistics (Holm), .01 for the others (BH).
-    assert (design.primary_alpha, design.secondary_alpha) == pytest.approx((0.04, 0.01))
-    # Power spending alpha t^3: a lone primary's first look spends .04/64, nominal p
-    # 6.25e-4 (resolvable by 16,000 permutations, where O'Brien-Fleming's 8.9e-5 at .05 was
-    # not); then .0046, .0145, .0336 (by the grid integration).
+    # Alpha .05 split: .045 for the primary statistics (Holm), .005 for the others (BH).
+    assert (design.primary_alpha, design.secondary_alpha) == pytest.approx((0.045, 0.005))
+    # Power spending alpha t^3: a lone primary's first look spends .045/64, nominal p
+    # 7.03e-4 (resolvable by 14,223 permutations, where O'Brien-Fleming's 8.9e-5 at .05 was
+    # not); then .00519, .0164, .0381 (by the grid integration).
     nominal = [design.alpha_at(k) for k in (1, 2, 3, 4)]
-    assert nominal == pytest.approx([0.04 / 64, 0.0046, 0.01453, 0.03362], rel=0.01)
+    assert nominal == pytest.approx([0.045 / 64, 0.005189, 0.01644, 0.03808], rel=0.01)
+    secondary = [design.alpha_at(k, design.secondary_alpha) for k in (1, 2, 3, 4)]
+    assert secondary == pytest.approx([0.005 / 64, 5.662e-4, 0.001732, 0.00387], rel=0.01)
     # Holm's local level .04 / 2 has its own spending, not the nominal halved.
     assert design.alpha_at(1, 0.02) == pytest.approx(0.02 / 64)
     assert design.alpha_at(4, 0.025) == pytest.approx(0.0205, rel=0.01)
@@ -234,8 +236,8 @@ def _sign(r):
 
 def test_a_zero_p99_side_gives_an_undefined_ratio_with_the_reason_never_inf(rng):
     # Side A's runs measure nothing but zeros; B's are ordinary latencies. Single look: the
-    # secondaries' share of alpha (.01) over 4 of them is .0025, which 1,999 relabellings
-    # do not resolve: raised to 4,000, and p = 1/4001 is significant.
+    # secondaries' share of alpha (.005) over 4 of them is .00125, which 1,999 relabellings
+    # do not resolve: raised to 8,000, and p = 1/8001 is significant.
     zeros = [np.zeros(100)] * 24
     slow = [rng.lognormal(math.log(6.0), 0.1, 100) for _ in range(24)]
     res = E.analyse([_latency(zeros, slow)], _design(max_runs=24))
@@ -245,7 +247,7 @@ def test_a_zero_p99_side_gives_an_undefined_ratio_with_the_reason_never_inf(rng)
         r = by[name]
         assert (r.shift, r.ci_low, r.ci_high, r.details["ratio"]) == (None, None, None, None)
         assert f"{name} ratio undefined: side A's pooled {name} is 0" in r.warnings
-        assert (r.details["p_permutations"], r.p_value) == (4000, pytest.approx(1 / 4001))
+        assert (r.details["p_permutations"], r.p_value) == (8000, pytest.approx(1 / 8001))
         # Unbounded in %, B above A, lower is better: beyond any threshold, worse.
         assert r.verdict == E.REGRESSION
     assert by["p50"].relative is False  # per-run medians of 0: the absolute shift
@@ -282,12 +284,12 @@ def test_constant_sides_that_differ_are_a_resolved_tiny_p_never_nan(rng):
     r = E.analyse([_values([5.0] * 24, [6.0] * 24)], _design()).results[0]
     assert E.non_finite(r) == []
     # No relabelling is as extreme (but the mirror): the permutations were raised until
-    # the first look's boundary (.04/64) has 10 expected beyond it, and p is their floor.
+    # the first look's boundary (.045/64) has 10 expected beyond it, and p is their floor.
     b = int(_num(r, "p_permutations"))
     assert r.details["p_method"] == "permutation"
     boundary = E.Resolve.of([_values([5.0] * 24, [6.0] * 24)], _design(), 1).primary
-    assert boundary == pytest.approx(0.04 / 64)
-    assert b == stats.permutations_to_resolve(boundary) in (16_000, 16_001)  # float rounding
+    assert boundary == pytest.approx(0.045 / 64)
+    assert b == stats.permutations_to_resolve(boundary) == 14_223
     assert r.p_value == pytest.approx(1 / (b + 1))
     assert r.details["statistic_w"] is None  # W = +inf is not stored as a float
     assert str(r.details["statistic_w_undefined"]).startswith("W is +inf")
@@ -518,18 +520,18 @@ def test_the_last_look_of_a_sequential_design_uses_its_repeated_ci():
     # 96 runs per side at the normal quantiles of a lognormal CV 4%, B = A x e^0.0078: the
     # HL shift is exactly 0.78%, Brunner-Munzel p ~0.19 (no boundary crossed). The plain
     # 95% CI (-0.38%, 1.96%) is inside +-2% (the pre-v2 rule: no meaningful change); the
-    # last look's repeated CI (level 1 - 0.0336: -0.48%, 2.06%) is not: inconclusive, done.
+    # last look's repeated CI (level 1 - 0.0381: -0.45%, 2.03%) is not: inconclusive, done.
     z = st.norm.ppf((np.arange(96) + 0.5) / 96)[(np.arange(96) * 37) % 96]  # no drift
     a = 1000 * np.exp(0.04 * z)
     res = E.analyse([_values(a, a * math.exp(0.0078))], _design())
     r = res.results[0]
     assert (r.look, res.need_more_runs) == (4, 0)
-    assert r.details["alpha_look"] == pytest.approx(0.03362, abs=1e-5)
+    assert r.details["alpha_look"] == pytest.approx(0.03808, abs=1e-5)
     assert r.shift == pytest.approx(100 * math.expm1(0.0078))
     assert r.ci_low == pytest.approx(-0.379, abs=1e-3)
     assert r.ci_high == pytest.approx(1.961, abs=1e-3)
-    assert r.details["repeated_ci"] == [pytest.approx(-0.480, abs=1e-3),
-                                        pytest.approx(2.062, abs=1e-3)]  # fmt: skip
+    assert r.details["repeated_ci"] == [pytest.approx(-0.449, abs=1e-3),
+                                        pytest.approx(2.030, abs=1e-3)]  # fmt: skip
     assert r.p_adjusted > 0.1
     assert (r.verdict, r.pending) == (E.INCONCLUSIVE, False)
 
@@ -610,11 +612,11 @@ def _primary(benchmark: str, p: float) -> E.StatResult:
 @pytest.mark.parametrize(
     ("p", "crossed"),
     [
-        # Step 1 at level .02 (first look: .02/64 = 3.1e-4), step 2 at .04 (6.25e-4).
-        ((0.0003, 0.0006), (True, True)),
-        # Both below the single-metric boundary 6.25e-4, but step 1 fails: Holm stops there.
+        # Step 1 at level .0225 (first look: .0225/64 = 3.5e-4), step 2 at .045 (7.03e-4).
+        ((0.0003, 0.0007), (True, True)),
+        # Both below the single-metric boundary 7.03e-4, but step 1 fails: Holm stops there.
         ((0.0004, 0.0005), (False, False)),
-        ((0.0003, 0.0007), (True, False)),
+        ((0.0003, 0.0008), (True, False)),
     ],
 )
 def test_holm_steps_down_through_each_levels_own_boundary(p, crossed):
@@ -622,7 +624,7 @@ def test_holm_steps_down_through_each_levels_own_boundary(p, crossed):
     E.adjust(results, _design(), 1)
     assert tuple(r.crossed for r in results) == crossed
     assert [r.details["boundary"] for r in results] == [
-        pytest.approx(0.02 / 64), pytest.approx(0.04 / 64)]  # fmt: skip
+        pytest.approx(0.0225 / 64), pytest.approx(0.045 / 64)]  # fmt: skip
     assert [r.p_adjusted for r in results] == pytest.approx(stats.holm(p))  # shown, not gating
 
 
@@ -670,8 +672,8 @@ def test_tail_cis_at_the_last_look_only_and_never_for_the_max(rng):
     assert low is not None
     assert high is not None
     assert low < high
-    # A single look: the secondaries' boundary is their share of alpha, .01: a 99% CI.
-    assert str(last["p99"].details["ci_level"]).startswith("99.0% (the last look's level)")
+    # A single look: the secondaries' boundary is their share of alpha, .005: a 99.5% CI.
+    assert str(last["p99"].details["ci_level"]).startswith("99.5% (the last look's level)")
     for res in (interim, last):
         assert (res["max"].ci_low, res["max"].ci_high) == (None, None)
         assert "no percentile-bootstrap CI of a maximum" in str(res["max"].details["ci_level"])

@@ -382,3 +382,30 @@ def test_equal_failure_rates_are_flagged_rarely():
         <= stats.reliability_level(1, 4)
     )  # fmt: skip
     assert 0.001 < flagged <= 0.0075
+
+
+def _shifted(rng, shift):
+    return rng.lognormal(0, 0.05, 24), rng.lognormal(shift, 0.05, 24)
+
+
+def test_permutations_are_raised_to_resolve_a_boundary_near_the_first_p(rng):
+    a, b = _shifted(rng, 0.10)  # first p at 1/10,000: within 10x of the boundary
+    r = stats.brunner_munzel(a, b, resolve=1e-4, rng=rng)
+    assert (r.method, r.n_perm) == (stats.PERMUTATION, stats.permutations_to_resolve(1e-4))
+    assert r.n_perm == 100_000
+    assert r.p_value >= 1 / (r.n_perm + 1)
+
+
+def test_a_first_p_far_above_the_boundary_keeps_the_base_count(rng):
+    a, b = _shifted(rng, 0.0)
+    r = stats.brunner_munzel(a, b, resolve=1e-4, rng=rng)
+    assert r.p_value > 1e-3
+    assert r.n_perm == 9999
+
+
+def test_raised_counts_stop_at_the_cap(rng, monkeypatch):
+    monkeypatch.setattr(stats, "MAX_PERMUTATIONS", 30_000)
+    a, b = _shifted(rng, 0.10)
+    r = stats.brunner_munzel(a, b, resolve=1e-5, rng=rng)  # would need 1,000,000
+    assert r.n_perm == 30_000
+    assert r.p_value == pytest.approx(1 / 30_001)  # no relabelling as extreme
