@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import plotly
@@ -83,10 +83,7 @@ class BuildFacts:
 
     @property
     def status(self) -> str:
-        if self.state != State.DONE:
-            return self.state
-        text = self.result + (" (cached)" if self.cached else "")
-        return f"{text}: {self.error_code}" if self.error_code else text
+        return build_status(self)
 
 
 @dataclass(frozen=True)
@@ -105,7 +102,7 @@ class KernelFacts:
 
     @property
     def build_status(self) -> str:
-        return self.build.status if self.build else "not started"
+        return build_status(self.build)
 
 
 @dataclass(frozen=True)
@@ -856,7 +853,20 @@ def comparison_row(user: AnyUser, pk: int) -> ListRow:
     return list_rows([c])[0]
 
 
-def build_status(b: Build | None) -> str:
+class _BuildState(Protocol):
+    """What a build's status line reads: a Build row or the report's BuildFacts."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def result(self) -> str: ...
+    @property
+    def cached(self) -> bool: ...
+    @property
+    def error_code(self) -> str: ...
+
+
+def build_status(b: _BuildState | None) -> str:
     """A build's state, or how it ended (without reading its log)."""
     if b is None:
         return "not started"
