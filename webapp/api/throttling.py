@@ -39,15 +39,11 @@ class _Rates:
 
 
 class AnonThrottle(_Rates, throttling.AnonRateThrottle):
-    def __init__(self) -> None:
-        self.rate = self.get_rate()
-        self.num_requests, self.duration = self.parse_rate(self.rate)
+    """Per client address, at the "anon" rate (DRF's __init__ reads it via _Rates)."""
 
 
 class UserThrottle(_Rates, throttling.UserRateThrottle):
-    def __init__(self) -> None:
-        self.rate = self.get_rate()
-        self.num_requests, self.duration = self.parse_rate(self.rate)
+    """Per account, at the "user" rate."""
 
 
 class ScopedThrottle(_Rates, throttling.ScopedRateThrottle):
