@@ -16,7 +16,9 @@ from webapp.analysis.models import MetricVerdict
 from webapp.api import services
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.comparisons.progress import progress
+from webapp.reports.exports import finite
 from webapp.reports.reproducer import public_url
+from webapp.reports.services import report_url, verdict_unit
 from webapp.states import Arch
 from webapp.trees.models import PatchSeries, Tree, TreeMembership
 
@@ -151,7 +153,7 @@ class ComparisonSerializer(serializers.ModelSerializer[Comparison]):
         read_only_fields = fields
 
     def get_report_url(self, c: Comparison) -> str:
-        return public_url() + reverse("reports:comparison", args=[c.pk])
+        return report_url(c)
 
 
 class ComparisonDetailSerializer(ComparisonSerializer):
@@ -294,11 +296,11 @@ class VerdictSerializer(serializers.ModelSerializer[MetricVerdict]):
         return cls, kwargs
 
     def get_unit(self, v: MetricVerdict) -> str:
-        return services.metric_unit(v)
+        return verdict_unit(v)
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_details(self, v: MetricVerdict) -> Any:
-        return services.finite(v.details)
+        return finite(v.details)
 
 
 # --- tokens ---------------------------------------------------------------------------

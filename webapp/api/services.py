@@ -2,7 +2,6 @@
 serializers stay thin). Every query of a comparison, its runs, measurements and verdicts
 goes through webapp.access: what a user may not see is 404, as on the pages."""
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +17,6 @@ from benchmarks.cmdline import params
 from webapp import access
 from webapp.access import AnyUser
 from webapp.analysis.models import MetricVerdict
-from webapp.comparisons import orchestrator
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.comparisons.submission import ComparisonRequest, submit_comparison
 from webapp.trees.models import Tree, TreeMembership
@@ -151,23 +149,6 @@ def submit(user: AbstractBaseUser, fields: dict[str, Any], mbox: bytes | None) -
     )  # fmt: skip
 
 
-class CancelRefused(Exception):
-    """The user sees the comparison but may not cancel it."""
-
-
-def cancel(user: AnyUser, pk: int) -> tuple[Comparison, bool]:
-    """Cancel comparison `pk` for `user`: (the comparison after, whether this call ended
-    it; False: it had already ended). Http404 if the user may not see it, CancelRefused if
-    they may not cancel it."""
-    c = comparison(user, pk)
-    if not access.can_cancel(user, c):
-        raise CancelRefused(
-            "only the submitter, the tree's admins and staff may cancel this comparison"
-        )
-    ended = orchestrator.cancel(c.pk, f"cancelled through the API by {user}")
-    return comparison(user, pk), ended
-
-
 # --- runs, measurements, verdicts -----------------------------------------------------
 
 
@@ -193,29 +174,6 @@ def verdicts(user: AnyUser, comparison_pk: int) -> QuerySet[MetricVerdict]:
     return MetricVerdict.objects.filter(comparison=c).order_by(
         "benchmark", "-is_primary", "metric", "statistic", "pk"
     )
-
-
-def metric_unit(v: MetricVerdict) -> str:
-    """The verdict's unit: as the engine recorded it, else the benchmark's spec says."""
-    unit = (v.details or {}).get("unit")
-    if unit:
-        return str(unit)
-    b = registry.BENCHMARKS.get(v.benchmark)
-    try:
-        return b.spec.metric(v.metric).unit if b else ""
-    except KeyError:
-        return ""
-
-
-def finite(o: Any) -> Any:
-    """`o` with every NaN or infinite float replaced by None (JSON has neither)."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {k: finite(v) for k, v in o.items()}
-    if isinstance(o, list | tuple):
-        return [finite(v) for v in o]
-    return o
 
 
 # --- tokens ---------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from webapp.api.pagination import MeasurementPagination
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.comparisons.submission import SubmissionError
 from webapp.reports import exports
+from webapp.reports import services as report_services
 from webapp.trees import lore
 from webapp.trees.models import Tree
 
@@ -203,10 +204,9 @@ class ComparisonCancel(APIView):
     permission_classes = [permissions.IsAuthenticated]
 
     def post(self, request: Request, pk: int) -> Response:
-        try:
-            c, ended = services.cancel(request.user, pk)
-        except services.CancelRefused as exc:
-            raise PermissionDenied(str(exc)) from None
+        # 404 / PermissionDenied (403) as on the page; then the state after, for the reply.
+        _, ended = report_services.cancel(request.user, pk, via="through the API")
+        c = services.comparison(request.user, pk)
         if not ended:
             return Response(
                 {"detail": f"comparison {c.pk} had already ended ({c.result})"},

@@ -8,10 +8,10 @@ from typing import Any
 
 import requests
 
-from webapp.analysis.engine import FAILURE_STATISTIC, SEVERITY
+from webapp.analysis.engine import FAILURE_STATISTIC
 from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.progress import Progress
-from webapp.reports.services import STATISTIC_ORDER, VerdictRow
+from webapp.reports.services import VerdictRow, verdict_order
 
 API = "/api/v1/"
 TIMEOUT = 60.0  # seconds per request (a submission with a lore fetch waits for b4)
@@ -152,12 +152,5 @@ def verdict_rows(rows: list[dict[str, Any]]) -> list[VerdictRow]:
         v = MetricVerdict(**fields)
         v.details = v.details or {}
         out.append(VerdictRow(v, row.get("unit") or "", bool(v.details.get("relative", True))))
-    out.sort(key=lambda r: _key(r.verdict))
+    out.sort(key=lambda r: verdict_order(r.verdict))
     return out
-
-
-def _key(v: MetricVerdict) -> tuple[bool, int, str, str, int]:
-    severity = SEVERITY.index(v.verdict) if v.verdict in SEVERITY else len(SEVERITY)
-    stat = (STATISTIC_ORDER.index(v.statistic) if v.statistic in STATISTIC_ORDER
-            else len(STATISTIC_ORDER))  # fmt: skip
-    return not v.is_primary, severity, v.benchmark, v.metric, stat

@@ -90,7 +90,7 @@ def json_chunks(c: Comparison) -> Iterator[str]:
         "reliability": reliability_dicts(c),
         "reproducer": reproducer(c),
     }
-    opening = json.dumps(_finite(head), default=_json_default, allow_nan=False)
+    opening = json.dumps(finite(head), default=_json_default, allow_nan=False)
     yield opening[:-1] + ', "samples": {"columns": ' + json.dumps(SAMPLE_COLUMNS) + ', "rows": ['
     first = True
     for rows in _sample_rows(c):
@@ -99,20 +99,20 @@ def json_chunks(c: Comparison) -> Iterator[str]:
         try:
             body = ",".join(json.dumps(row, allow_nan=False) for row in rows)
         except ValueError:  # NaN or infinity: not JSON, written as null
-            body = ",".join(json.dumps(_finite(row), allow_nan=False) for row in rows)
+            body = ",".join(json.dumps(finite(row), allow_nan=False) for row in rows)
         yield body if first else "," + body
         first = False
     yield "]}}"
 
 
-def _finite(o: Any) -> Any:
+def finite(o: Any) -> Any:
     """`o` with every NaN or infinite float replaced by None (JSON has neither)."""
     if isinstance(o, float):
         return o if math.isfinite(o) else None
     if isinstance(o, dict):
-        return {k: _finite(v) for k, v in o.items()}
+        return {k: finite(v) for k, v in o.items()}
     if isinstance(o, list | tuple):
-        return [_finite(v) for v in o]
+        return [finite(v) for v in o]
     return o
 
 

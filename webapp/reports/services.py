@@ -424,13 +424,14 @@ def verdict_rows(c: Comparison) -> list[VerdictRow]:
     statistic. The failure-rate rows are in reliability_rows."""
     rows = []
     for v in MetricVerdict.objects.filter(comparison=c).exclude(statistic=FAILURE_STATISTIC):
-        unit = str(v.details.get("unit") or _spec_unit(v.benchmark, v.metric))
-        rows.append(VerdictRow(v, unit, bool(v.details.get("relative", True))))
-    rows.sort(key=lambda r: _verdict_key(r.verdict))
+        rows.append(VerdictRow(v, verdict_unit(v), bool(v.details.get("relative", True))))
+    rows.sort(key=lambda r: verdict_order(r.verdict))
     return rows
 
 
-def _verdict_key(v: MetricVerdict) -> tuple[bool, int, str, str, int]:
+def verdict_order(v: MetricVerdict) -> tuple[bool, int, str, str, int]:
+    """The report's order of verdicts: primary first, the most severe first, then
+    benchmark, metric and statistic."""
     severity = SEVERITY.index(v.verdict) if v.verdict in SEVERITY else len(SEVERITY)
     stat = (STATISTIC_ORDER.index(v.statistic) if v.statistic in STATISTIC_ORDER
             else len(STATISTIC_ORDER))  # fmt: skip
@@ -441,6 +442,11 @@ def _spec(benchmark: str) -> BenchmarkSpec | None:
     # Through the registry module at each call: a benchmark registered later is found too.
     b = registry.BENCHMARKS.get(benchmark)
     return b.spec if b else None
+
+
+def verdict_unit(v: MetricVerdict) -> str:
+    """The verdict's unit: as the engine recorded it, else as the benchmark's spec says."""
+    return str((v.details or {}).get("unit") or _spec_unit(v.benchmark, v.metric))
 
 
 def _spec_unit(benchmark: str, metric: str) -> str:
@@ -926,17 +932,20 @@ def comparison_page(user: AnyUser, c: Comparison) -> ComparisonPage:
     )
 
 
-def cancel(user: AnyUser, pk: int) -> tuple[Comparison, bool]:
-    """Cancel the comparison for `user` from a page: 404 where they may not see it,
-    PermissionDenied where they see it but may not cancel it (webapp.access). Returns
-    the comparison and whether this ended it (False: it had ended already)."""
+def cancel(user: AnyUser, pk: int, via: str = "on the web page") -> tuple[Comparison, bool]:
+    """Cancel the comparison for `user` (from a page, or the API: `via` says which, in the
+    recorded reason): 404 where they may not see it, PermissionDenied where they see it but
+    may not cancel it (webapp.access). Returns the comparison and whether this ended it
+    (False: it had ended already)."""
     c = access.get_visible(
         access.visible_comparisons(user, Comparison.objects.select_related("revision_a")),
         pk=pk,
     )
     if not access.can_cancel(user, c):
-        raise PermissionDenied("only its submitter, the tree's admins and staff may cancel it")
-    ended = orchestrator.cancel(c.pk, f"cancelled by {user.get_username()} on the web page")
+        raise PermissionDenied(
+            "only the submitter, the tree's admins and staff may cancel this comparison"
+        )
+    ended = orchestrator.cancel(c.pk, f"cancelled by {user.get_username()} {via}")
     return c, ended
 
 
