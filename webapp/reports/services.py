@@ -8,7 +8,8 @@ reproducer command is in reproducer.py, the CSV and JSON downloads in exports.py
 import gzip
 import logging
 import statistics
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -27,8 +28,10 @@ from django.db import connection
 from django.db.models import Count, Model, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Left, Length, Right
 from django.http import QueryDict
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.timezone import get_current_timezone_name
 
 from benchmarks import registry
 from benchmarks.spec import BenchmarkSpec, Kind
@@ -827,6 +830,7 @@ LIST_PAGE_SIZE = 50
 class ListRow:
     comparison: Comparison
     progress: Progress
+    html: SafeString  # the row rendered (reports/_comparison_row.html)
 
 
 @dataclass(frozen=True)
@@ -850,13 +854,60 @@ def comparison_list_page(
 
 def list_rows(comparisons: list[Comparison]) -> list[ListRow]:
     p = progress_many(comparisons)
-    return [ListRow(c, p[c.pk]) for c in comparisons]
+    return [ListRow(c, p[c.pk], row_html(c, p[c.pk])) for c in comparisons]
 
 
 def comparison_row(user: AnyUser, pk: int) -> ListRow:
     """One row of the list (its polled partial); 404 where the user may not see it."""
     c = access.get_visible(access.visible_comparisons(user, comparison_list()), pk=pk)
     return list_rows([c])[0]
+
+
+# Rendering a list row through its template takes ~0.5 ms, most of a 50-row page's time.
+# A row shows the same thing at most requests (a finished one at every request; a running
+# one until a run ends or its ETA's minute moves), so each process keeps the HTML of the
+# rows it rendered, keyed by every value the row shows (_row_values): a row is served from
+# memory only when nothing it shows has changed (a run that ended, a renamed tree, a new
+# verdict make a new key), so the memo is never stale. Bounded: least recently used
+# entries go first.
+ROW_MEMO_SIZE = 4096
+_row_memo: "OrderedDict[tuple[object, ...], SafeString]" = OrderedDict()
+_row_memo_lock = threading.Lock()
+
+
+def _row_values(c: Comparison, p: Progress) -> tuple[object, ...]:
+    """Everything reports/_comparison_row.html shows."""
+    ra, rb = c.revision_a, c.revision_b
+    return (
+        c.pk, c.created_at, c.tree_a_name, ra.ref, ra.series_id, c.series_a_subject,  # type: ignore[attr-defined]
+        c.tree_b_name, rb.ref, rb.series_id, c.series_b_subject, tuple(c.benchmarks),  # type: ignore[attr-defined]
+        c.target_name, c.submitted_by_id, c.submitter_name, c.trigger, c.state,  # type: ignore[attr-defined]
+        c.result, c.error_code, c.verdict, p.phase, p.done, p.total, p.failed, p.detail,
+        p.finished, p.percent, p.eta, p.eta_basis, POLL_SECONDS, get_current_timezone_name(),
+    )  # fmt: skip
+
+
+def row_html(c: Comparison, p: Progress) -> SafeString:
+    """A list row, rendered, or from the process's memo when it shows the same values as
+    when it was rendered."""
+    key = _row_values(c, p)
+    with _row_memo_lock:
+        hit = _row_memo.get(key)
+        if hit is not None:
+            _row_memo.move_to_end(key)
+            return hit
+    html = _render_row(c, p)
+    with _row_memo_lock:
+        _row_memo[key] = html
+        while len(_row_memo) > ROW_MEMO_SIZE:
+            _row_memo.popitem(last=False)
+    return html
+
+
+def _render_row(c: Comparison, p: Progress) -> SafeString:
+    return render_to_string(
+        "reports/_comparison_row.html", {"c": c, "p": p, "poll_seconds": POLL_SECONDS}
+    )
 
 
 class _BuildState(Protocol):
@@ -916,20 +967,75 @@ def visible_report(user: AnyUser, pk: int) -> Comparison:
     return access.get_visible(access.visible_comparisons(user, report_queryset()), pk=pk)
 
 
+# A done comparison's report body, rendered once and cached whole ("reports" cache, beside
+# its figures): its runs, measurements and verdicts never change once it is done (the
+# analysis stores the verdicts before it sets the state), and nothing in the body depends on
+# who is looking (no cancel form, no live part). Reading the report's nine tables and
+# rendering its runs table took ~25 ms a request; a cache hit takes one query and one file
+# read. The key is the figures' (the comparison's identity and finish time) with
+# REPORT_VERSION: bump it whenever _report.html or what it shows changes.
+REPORT_VERSION = 1
+# What the page reads of a comparison before it knows whether its body is cached.
+_PAGE_COLUMNS = ("id", "state", "created_at", "finished_at", "visibility",
+                 "revision_a__tree_id")  # fmt: skip
+
+
+def report_cache_key(c: Comparison) -> str | None:
+    """The cache key of a done comparison's report body; None for one not done."""
+    figures = figures_cache_key(c)
+    return None if figures is None else f"report:{REPORT_VERSION}:{figures}"
+
+
 @dataclass(frozen=True)
 class ComparisonPage:
-    report: Report
-    live: Live | None  # None once it is done: nothing polls
-    can_cancel: bool
+    id: int
+    done: bool
+    body: SafeString | None  # a done comparison's report body (cached); else render report
+    report: Report | None = None
+    live: Live | None = None  # None once it is done: nothing polls
+    can_cancel: bool = False
 
 
-def comparison_page(user: AnyUser, c: Comparison) -> ComparisonPage:
-    done = c.state == ComparisonState.DONE
-    return ComparisonPage(
-        report=comparison_report(c),
-        live=None if done else live_state(c),
-        can_cancel=not done and access.can_cancel(user, c),
+def comparison_page(user: AnyUser, pk: int) -> ComparisonPage:
+    """The comparison page: for a done comparison its rendered body, from the cache after
+    the first request; for one still going, what its template renders (fresh each time).
+    404 where the user may not see it."""
+    c = access.get_visible(
+        access.visible_comparisons(
+            user, Comparison.objects.select_related("revision_a").only(*_PAGE_COLUMNS)
+        ),
+        pk=pk,
     )
+    if c.state == ComparisonState.DONE:
+        return ComparisonPage(id=c.pk, done=True, body=done_report_html(c))
+    full = report_queryset().get(pk=c.pk)
+    return ComparisonPage(
+        id=c.pk, done=False, body=None, report=comparison_report(full),
+        live=live_state(full), can_cancel=access.can_cancel(user, full),
+    )  # fmt: skip
+
+
+def done_report_html(c: Comparison) -> SafeString:
+    """A done comparison's report body, rendered once and then read from the cache. As with
+    the figures, a cache that cannot be read or written only costs the rendering."""
+    key = report_cache_key(c)
+    cache = caches[FIGURES_CACHE]
+    hit = None
+    if key is not None:
+        try:
+            hit = cache.get(key)
+        except Exception:  # noqa: BLE001 - any cache failure: render it instead
+            log.warning("report cache: cannot read %s", key, exc_info=True)
+    if isinstance(hit, str):
+        return mark_safe(hit)  # noqa: S308 - stored below from the escaping template
+    report = comparison_report(report_queryset().get(pk=c.pk))
+    html = render_to_string("reports/_report.html", {"report": report})
+    if key is not None:
+        try:
+            cache.set(key, str(html))
+        except Exception:  # noqa: BLE001 - the page is served all the same
+            log.warning("report cache: cannot write %s", key, exc_info=True)
+    return mark_safe(html)  # noqa: S308 - rendered by the escaping template
 
 
 def cancel(user: AnyUser, pk: int, via: str = "on the web page") -> tuple[Comparison, bool]:

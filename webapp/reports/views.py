@@ -27,17 +27,13 @@ def comparison_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def comparison_row(request: HttpRequest, pk: int) -> HttpResponse:
     """One row of the list, polled by htmx while the comparison runs."""
-    row = services.comparison_row(request.user, pk)
-    return render(request, "reports/_comparison_row.html",
-                  {"row": row, "poll_seconds": services.POLL_SECONDS})  # fmt: skip
+    return HttpResponse(services.comparison_row(request.user, pk).html)
 
 
 @require_GET
 def comparison(request: HttpRequest, pk: int) -> HttpResponse:
-    c = services.visible_report(request.user, pk)
-    page = services.comparison_page(request.user, c)
-    context = {"report": page.report, "live": page.live, "can_cancel": page.can_cancel}
-    return render(request, "reports/comparison.html", context)
+    page = services.comparison_page(request.user, pk)
+    return render(request, "reports/comparison.html", {"page": page})
 
 
 @require_GET

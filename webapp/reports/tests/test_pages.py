@@ -246,6 +246,46 @@ def test_unfinished_rows_poll_their_progress_and_finished_ones_do_not(client, as
     assert '<span class="badge v-improvement">improvement</span>' in text
 
 
+def test_a_row_is_rendered_again_whenever_a_value_it_shows_changes(client, assorted, monkeypatch):
+    """services.row_html keeps rendered rows in memory, keyed by what they show: a repeat is
+    served from memory, and a change of any value shown (a run ending, a renamed tree, a
+    verdict) renders it again, so the memo is never stale."""
+    rendered = []
+    real = services._render_row
+
+    def counting(c, p):
+        rendered.append(c.pk)
+        return real(c, p)
+
+    monkeypatch.setattr(services, "_render_row", counting)
+    monkeypatch.setattr(services, "_row_memo", type(services._row_memo)())
+    running = assorted["rcu-bob-running"]
+    client.get(LIST)
+    first = len(rendered)
+    assert first == len(assorted)
+    client.get(LIST)
+    assert len(rendered) == first  # nothing changed: every row from memory
+    _timed_run(running, "A", 0, 60, benchmark="boot-time")
+    text = client.get(LIST).content.decode()
+    again = set(rendered[first:])
+    assert running.pk in again  # its progress moved...
+    building = assorted["net-cli-building"].pk  # ...and so did this one's ETA (the target's
+    assert again == {running.pk, building}  # recent runs); the done rows did not change
+    assert f'id="comparison-{running.pk}"' in text
+    running.revision_a.tree.__class__.objects.filter(pk=running.revision_a.tree_id).update(
+        name="rcu-renamed"
+    )
+    text = client.get(LIST).content.decode()
+    assert "rcu-renamed:" in text
+    assert "rcu:" not in text
+    done = assorted["rcu-alice-done"]
+    Comparison.objects.filter(pk=done.pk).update(verdict="improvement")
+    text = client.get(LIST).content.decode()
+    row = re.search(rf'<tr id="comparison-{done.pk}".*?</tr>', text, re.S)
+    assert row is not None
+    assert "v-improvement" in row.group(0)
+
+
 def test_a_restricted_row_is_404_to_outsiders(client):
     c = _restricted(state="running")
     url = reverse("reports:comparison-row", args=[c.pk])

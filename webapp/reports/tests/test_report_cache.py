@@ -1,6 +1,6 @@
-"""The figures of a done comparison are drawn once, then served from the "reports" cache;
-those of a comparison that is not done are never cached; the rest of the page (verdicts,
-runs) is read fresh at each request."""
+"""A done comparison's report is drawn and rendered once, then served from the "reports"
+cache (its figures, and its whole body); a comparison that is not done is never cached: its
+page is read fresh at each request."""
 
 from datetime import timedelta
 
@@ -51,7 +51,7 @@ def test_a_done_comparisons_figures_are_drawn_once_then_served_from_the_cache(
     assert caches["reports"].get(services.figures_cache_key(finished)) is not None
     second, second_queries = _get(client, finished)
     assert drawn["ecdf"] == 2  # nothing drawn again
-    assert second_queries == first_queries - 1  # the measurements are not read again
+    assert second_queries == 1 < first_queries  # the comparison's cache key, nothing else
     assert second == first
     assert second.count("Plotly.newPlot") == first.count("Plotly.newPlot") > 0
 
@@ -100,20 +100,38 @@ def test_finishing_again_or_a_new_figures_version_draws_them_again(
     assert drawn["ecdf"] == 6
     _get(client, finished)
     assert drawn["ecdf"] == 6
+    monkeypatch.setattr(services, "REPORT_VERSION", services.REPORT_VERSION + 1)
+    _get(client, finished)  # rendered again, from the figures' entry
+    assert drawn["ecdf"] == 6
 
 
-def test_verdicts_are_read_fresh_beside_cached_figures(client, finished, drawn):
-    """The figures do not depend on the verdict rows, which are never cached: a changed
-    verdict shows at once."""
+def test_a_done_reports_body_is_rendered_once_and_keyed_by_its_finish(client, finished, drawn):
+    """Its verdicts are stored before it is done and never after, so the body is cached
+    whole; what would change them (reopened, finished again) changes the key."""
     badge = 'class="badge v-significant-but-small"'
     first, _ = _get(client, finished)
     assert badge in first
+    assert caches["reports"].get(services.report_cache_key(finished)) is not None
     MetricVerdict.objects.filter(comparison=finished, verdict="significant-but-small").update(
         verdict="inconclusive"
     )
+    assert badge in _get(client, finished)[0]  # served from the cache
+    finished.finished_at += timedelta(seconds=1)
+    finished.save(update_fields=["finished_at"])
     second, _ = _get(client, finished)
-    assert drawn["ecdf"] == 2
-    assert badge not in second
+    assert drawn["ecdf"] == 4  # drawn again (their key has the finish time too)...
+    assert badge not in second  # ...and the body rendered again from fresh rows
+
+
+def test_a_reports_body_in_the_cache_does_not_depend_on_who_looks(
+    client, django_user_model, finished
+):
+    anonymous, _ = _get(client, finished)
+    client.force_login(django_user_model.objects.create_user("someone", is_staff=True))
+    logged_in, _ = _get(client, finished)
+    body = anonymous[anonymous.index("<h1>Comparison") : anonymous.index("</body>")]
+    assert body in logged_in
+    assert 'id="cancel"' not in logged_in  # nothing to cancel once done
 
 
 def test_a_cache_that_fails_draws_the_figures_all_the_same(finished, drawn, monkeypatch, caplog):
