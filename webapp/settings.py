@@ -74,6 +74,8 @@ INSTALLED_APPS = [
     "webapp.alerts",
     "webapp.reports",
     "webapp.accounts",
+    "webapp.watch",
+    "webapp.webhooks",
 ]
 
 MIDDLEWARE = [
@@ -200,6 +202,9 @@ RCUBENCH_BENCH_TARGETS = env.list("RCUBENCH_BENCH_TARGETS", default=["qemu-x86_6
 # A running run whose heartbeat is older than this is presumed lost (worker killed, host down).
 RCUBENCH_RUN_STALE_SECONDS = env.int("RCUBENCH_RUN_STALE_SECONDS", default=300)
 RCUBENCH_REAPER_INTERVAL_SECONDS = env.int("RCUBENCH_REAPER_INTERVAL_SECONDS", default=60)
+# Watched trees (webapp/watch): how often the beat polls trees, takes up pushes that are due
+# or waiting for the active limit, and looks for change points.
+RCUBENCH_WATCH_TICK_SECONDS = env.int("RCUBENCH_WATCH_TICK_SECONDS", default=30)
 # Timeout of each reachability probe behind /healthz.
 RCUBENCH_HEALTH_TIMEOUT_SECONDS = env.float("RCUBENCH_HEALTH_TIMEOUT_SECONDS", default=3.0)
 
@@ -389,3 +394,11 @@ SPECTACULAR_SETTINGS = {
         "RunErrorCodeEnum": "webapp.comparisons.models.Run.Error",
     },
 }
+
+# --- webhooks (webapp/webhooks) ---
+# Push webhooks (docs/webhooks.md): a body over this size is refused (413); requests over the
+# rate, per tree, are refused (429; counted in CACHES["api"]); the generic git hook's
+# timestamp may be at most this far from the server's clock (replays are refused after).
+RCUBENCH_WEBHOOK_MAX_BYTES = env.int("RCUBENCH_WEBHOOK_MAX_BYTES", default=2**20)
+RCUBENCH_WEBHOOK_RATE = env.str("RCUBENCH_WEBHOOK_RATE", default="60/minute")
+RCUBENCH_WEBHOOK_MAX_SKEW_SECONDS = env.int("RCUBENCH_WEBHOOK_MAX_SKEW_SECONDS", default=300)

@@ -10,7 +10,10 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("accounts/", include("webapp.accounts.urls")),
+    path("", include("webapp.watch.urls")),  # before api/: its catch-all 404s the rest
     path("api/", include("webapp.api.urls")),
+    path("hooks/", include("webapp.webhooks.urls")),
+    path("trees/", include("webapp.webhooks.page_urls")),
     path("", include("webapp.comparisons.urls")),
     path("", include("webapp.reports.urls")),
 ]

@@ -22,6 +22,7 @@ from workers.routing import (
     PRUNE_CONSOLE_DIRS,
     REAP_STALE_BUILDS,
     REAP_STALE_RUNS,
+    WATCH_TICK,
     all_queues,
     route_task,
 )
@@ -65,6 +66,9 @@ BENCH_TIME_LIMIT = int(
 )
 # Database work only: the state machine, the reapers, and the statistics of one look.
 CONTROL_TIME_LIMIT = 300
+# A watched push: the tree's mirror fetched (webapp/watch/baselines.py, 600 s at most), git
+# merge-base, then the submission's own checks against the tree.
+WATCH_TIME_LIMIT = 1200
 ANALYSIS_TIME_LIMIT = 1800
 _REAPER = float(settings.RCUBENCH_REAPER_INTERVAL_SECONDS)
 app.conf.beat_schedule = {
@@ -73,6 +77,8 @@ app.conf.beat_schedule = {
     "reap-stale-builds": {"task": REAP_STALE_BUILDS, "schedule": _REAPER},
     # Console files of deleted runs (the delete removes them when it can reach them).
     "prune-console-dirs": {"task": PRUNE_CONSOLE_DIRS, "schedule": 3600.0},
+    # Watched trees: polling, pushes due or waiting, change points of finished heads.
+    "watch-tick": {"task": WATCH_TICK, "schedule": float(settings.RCUBENCH_WATCH_TICK_SECONDS)},
 }
 
 

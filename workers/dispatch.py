@@ -14,7 +14,13 @@ is committed would find nothing to do and drop it.
 from django.db import transaction
 
 from workers.celery_app import app
-from workers.routing import ADVANCE_COMPARISON, BUILD_KERNEL, CONCLUDE_LOOK, RUN_BENCHMARK
+from workers.routing import (
+    ADVANCE_COMPARISON,
+    BUILD_KERNEL,
+    CONCLUDE_LOOK,
+    PROCESS_PUSH,
+    RUN_BENCHMARK,
+)
 
 
 def _send(name: str, object_id: int, queue: str | None = None) -> None:
@@ -39,3 +45,12 @@ def send_analysis(comparison_id: int) -> None:
 def send_advance(comparison_id: int) -> None:
     """Do the comparison's next step (control queue)."""
     _send(ADVANCE_COMPARISON, comparison_id)
+
+
+def send_process_push(push_id: int, delay: float = 0) -> None:
+    """Test this watched push once its coalescing window (`delay` seconds) is over (control
+    queue). A lost or early message is harmless: the beat's watch tick takes up every
+    pending push that is due."""
+    transaction.on_commit(
+        lambda: app.send_task(PROCESS_PUSH, args=(push_id,), countdown=max(0.0, delay))
+    )

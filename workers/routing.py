@@ -30,6 +30,8 @@ ADVANCE_UNFINISHED = "rcubench.control.advance_unfinished_comparisons"
 REAP_STALE_RUNS = "rcubench.control.reap_stale_runs"
 REAP_STALE_BUILDS = "rcubench.control.reap_stale_builds"
 PRUNE_CONSOLE_DIRS = "rcubench.control.prune_console_dirs"
+PROCESS_PUSH = "rcubench.control.process_push"
+WATCH_TICK = "rcubench.control.watch_tick"
 
 
 class UnroutedTask(ValueError):

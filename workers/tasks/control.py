@@ -1,12 +1,14 @@
 """Control-queue tasks: the comparison state machine and housekeeping of the database."""
 
-from workers.celery_app import CONTROL_TIME_LIMIT, SOFT_MARGIN, app
+from workers.celery_app import CONTROL_TIME_LIMIT, SOFT_MARGIN, WATCH_TIME_LIMIT, app
 from workers.routing import (
     ADVANCE_COMPARISON,
     ADVANCE_UNFINISHED,
+    PROCESS_PUSH,
     PRUNE_CONSOLE_DIRS,
     REAP_STALE_BUILDS,
     REAP_STALE_RUNS,
+    WATCH_TICK,
 )
 
 # Database work only.
@@ -54,3 +56,19 @@ def prune_console_dirs_task() -> int:
     from webapp.comparisons.consoles import prune_console_dirs
 
     return prune_console_dirs()
+
+
+@app.task(name=PROCESS_PUSH, time_limit=WATCH_TIME_LIMIT,
+          soft_time_limit=WATCH_TIME_LIMIT - SOFT_MARGIN)  # fmt: skip
+def process_push_task(push_id: int) -> str:
+    from webapp.watch.services import process_push
+
+    return process_push(push_id).state
+
+
+@app.task(name=WATCH_TICK, time_limit=WATCH_TIME_LIMIT,
+          soft_time_limit=WATCH_TIME_LIMIT - SOFT_MARGIN)  # fmt: skip
+def watch_tick_task() -> dict[str, int]:
+    from webapp.watch.services import watch_tick
+
+    return watch_tick()
