@@ -47,11 +47,14 @@ def test_contract_catches_an_engine_module_importing_django(tmp_path):
     (tmp_path / "workers" / "vm" / "runner.py").write_text("from django.db import models\n")
     (tmp_path / "benchmarks" / "parser.py").write_text("import webapp.settings\n")
     (tmp_path / "webapp" / "settings.py").write_text("")
-    for package in ("analysis", "comparisons", "trees", "reports"):
+    for package in ("analysis", "comparisons", "trees", "reports", "watch", "webhooks"):
         (tmp_path / "webapp" / package).mkdir()
         (tmp_path / "webapp" / package / "__init__.py").write_text("")
-    (tmp_path / "webapp" / "reports" / "figures.py").write_text("")
-    for module in ("stats", "calibration", "modality", "models", "services"):
+    for package in ("reports", "watch"):
+        (tmp_path / "webapp" / package / "figures.py").write_text("")
+    for package in ("watch", "webhooks"):
+        (tmp_path / "webapp" / package / "models.py").write_text("")
+    for module in ("stats", "calibration", "modality", "changepoints", "models", "services"):
         (tmp_path / "webapp" / "analysis" / f"{module}.py").write_text("")
     (tmp_path / "webapp" / "analysis" / "engine.py").write_text(
         "from webapp.analysis import models\n"
