@@ -59,6 +59,23 @@ def visible_series(user: AnyUser, qs: QuerySet[PatchSeries] | None = None) -> Qu
     return qs.filter(Exists(seen))
 
 
+def visible_trees(user: AnyUser, qs: QuerySet[Tree] | None = None) -> QuerySet[Tree]:
+    """The trees whose page (refs under test, pushes, history) `user` may see: public trees,
+    and the trees they are a member of; staff all."""
+    qs = Tree.objects.all() if qs is None else qs
+    if _is_staff(user):
+        return qs
+    if not user.is_authenticated:
+        return qs.filter(public=True)
+    member = TreeMembership.objects.filter(user_id=user.pk, tree_id=OuterRef("pk"))
+    return qs.filter(Q(public=True) | Q(Exists(member)))
+
+
+def is_tree_admin(user: AnyUser, tree: Tree) -> bool:
+    """Staff and the tree's admins: they edit its watch policy and read its deliveries."""
+    return _is_staff(user) or role(user, tree.pk) == TreeMembership.Role.ADMIN
+
+
 def get_visible(qs: QuerySet[M], **lookup: object) -> M:
     """One row of an already visibility-filtered queryset, or 404."""
     obj = qs.filter(**lookup).first()

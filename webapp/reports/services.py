@@ -25,7 +25,7 @@ from django.core.cache import caches
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
 from django.db import connection
-from django.db.models import Count, Model, OuterRef, QuerySet, Subquery
+from django.db.models import Count, Model, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Left, Length, Right
 from django.http import QueryDict
 from django.template.loader import render_to_string
@@ -50,6 +50,7 @@ from webapp.reports.reproducer import public_url
 from webapp.reports.reproducer import reproducer as reproducer  # re-exported for old callers
 from webapp.states import Result, State
 from webapp.trees.models import Build, PatchSeries, Revision, Tree
+from webapp.watch.models import ChangePoint, Push, WatchPolicy
 
 log = logging.getLogger(__name__)
 
@@ -1168,3 +1169,59 @@ def run_page(user: AnyUser, pk: int) -> RunPage:
     console = console_excerpt(cut.console_head, cut.console_tail, cut.console_chars,
                               CONSOLE_HEAD_CHARS, CONSOLE_TAIL_CHARS)  # fmt: skip
     return RunPage(run, retried.pk if retried else None, console, metrics)
+
+
+# --- tree and series pages --------------------------------------------------------------
+
+RECENT_ON_TREE_PAGE = 20
+
+
+@dataclass(frozen=True)
+class TreePage:
+    tree: Tree
+    role: str | None  # the user's role on the tree
+    is_admin: bool  # may read its webhook deliveries
+    policy: WatchPolicy | None
+    heads: list[Push]  # the newest push of each branch (the refs under test)
+    pushes: list[Push]  # the newest pushes
+    change_points: list[ChangePoint]
+    rows: list[ListRow]  # its newest comparisons the user may see
+    more: int  # how many more of them the list page has
+
+
+def tree_page(user: AnyUser, name: str) -> TreePage:
+    """A tree: its watch policy, its refs under test and their pushes, change points found in
+    its history and its newest comparisons; 404 where the user may not see the tree."""
+    tree = access.get_visible(access.visible_trees(user), name=name)
+    policy = WatchPolicy.objects.filter(tree=tree).prefetch_related("targets").first()
+    pushes = Push.objects.filter(tree=tree).prefetch_related("comparisons")
+    heads = list(
+        pushes.filter(anchor=False).order_by("branch", "-received_at", "-pk").distinct("branch")
+    )
+    visible = access.visible_comparisons(user, comparison_list()).filter(revision_a__tree=tree)
+    shown = list(visible[:RECENT_ON_TREE_PAGE])
+    points = ChangePoint.objects.filter(tree=tree).select_related("push", "target")
+    return TreePage(
+        tree=tree, role=access.role(user, tree.pk), is_admin=access.is_tree_admin(user, tree),
+        policy=policy, heads=heads, pushes=list(pushes[:RECENT_ON_TREE_PAGE]),
+        change_points=list(points[:10]), rows=list_rows(shown),
+        more=max(0, visible.count() - len(shown)),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SeriesPage:
+    series: PatchSeries
+    patches: list[Any]
+    rows: list[ListRow]  # every comparison of it the user may see
+
+
+def series_page(user: AnyUser, pk: int) -> SeriesPage:
+    """A patch series: its cover letter's subject, author and message-id, its patches, and
+    every comparison of it the user may see; 404 where they see none."""
+    series = access.get_visible(access.visible_series(user, PatchSeries.objects.defer("mbox")),
+                                pk=pk)  # fmt: skip
+    comparisons = access.visible_comparisons(user, comparison_list()).filter(
+        Q(revision_a__series=series) | Q(revision_b__series=series)
+    )
+    return SeriesPage(series, list(series.patches.order_by("index")), list_rows(list(comparisons)))

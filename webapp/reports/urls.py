@@ -15,5 +15,7 @@ urlpatterns = [
     path("comparisons/<int:pk>/data.json", views.comparison_json, name="comparison-json"),
     path("runs/<int:pk>/console", views.run_console, name="run-console"),
     path("series/<int:pk>/mbox", views.series_mbox, name="series-mbox"),
+    path("series/<int:pk>/", views.series, name="series"),
+    path("trees/<slug:name>/", views.tree, name="tree"),
     path("assets/plotly-<str:version>.min.js", views.plotly_js, name="plotly-js"),
 ]

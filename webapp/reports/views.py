@@ -61,6 +61,16 @@ def run(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_GET
+def tree(request: HttpRequest, name: str) -> HttpResponse:
+    return render(request, "reports/tree.html", {"page": services.tree_page(request.user, name)})
+
+
+@require_GET
+def series(request: HttpRequest, pk: int) -> HttpResponse:
+    return render(request, "reports/series.html", {"page": services.series_page(request.user, pk)})
+
+
+@require_GET
 def comparison_csv(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     c = access.get_visible(access.visible_comparisons(request.user), pk=pk)
     response = StreamingHttpResponse(exports.csv_chunks(c), content_type="text/csv")

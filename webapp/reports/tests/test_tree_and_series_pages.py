@@ -1,0 +1,129 @@
+"""The tree page (watch policy, refs under test, pushes, newest comparisons) and the series
+page (its patches and every comparison of it), with the visibility rules of the others."""
+
+import pytest
+from django.urls import reverse
+
+from webapp.comparisons.models import Comparison
+from webapp.factories import (
+    ComparisonFactory,
+    MembershipFactory,
+    PatchSeriesFactory,
+    RevisionFactory,
+    TargetFactory,
+    TreeFactory,
+    UserFactory,
+)
+from webapp.trees.models import Patch, TreeMembership
+from webapp.watch.models import Push, WatchPolicy
+
+pytestmark = pytest.mark.django_db
+
+
+def _comparison(tree, series=None, **kw):
+    return ComparisonFactory.create(
+        revision_a=RevisionFactory.create(tree=tree, ref="v6.12"),
+        revision_b=RevisionFactory.create(tree=tree, ref="rcu/next", series=series), **kw,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def watched():
+    tree = TreeFactory.create(name="rcu", description="Paul's RCU tree")
+    policy = WatchPolicy.objects.create(
+        tree=tree, branches=["dev", "rcu/*"], start_ref="v6.12", anchor_ref="v6.12",
+        benchmarks=["sync-rcu-latency"], coalesce_seconds=120,
+    )  # fmt: skip
+    policy.targets.add(TargetFactory.create())
+    c = _comparison(tree, state="running", trigger="webhook")
+    push = Push.objects.create(tree=tree, branch="dev", before="1" * 40, after="2" * 40,
+                               source="github", state="tested",
+                               baseline_rule="the start ref v6.12 (111111111111)")  # fmt: skip
+    push.comparisons.add(c)
+    Push.objects.create(
+        tree=tree, branch="rcu/exp", before="3" * 40, after="4" * 40, source="git",
+        state="superseded", reason="superseded by push 9",
+    )  # fmt: skip
+    return tree, c
+
+
+def test_the_tree_page_shows_its_policy_refs_under_test_and_comparisons(client, watched):
+    _, c = watched
+    html = client.get(reverse("reports:tree", args=["rcu"])).content.decode()
+    assert "Paul&#x27;s RCU tree" in html
+    assert '<td class="mono">dev, rcu/*</td>' in html
+    assert "every 10 tested heads" in html
+    assert "the start ref v6.12 (111111111111)" in html  # the dev head's baseline rule
+    assert "superseded by push 9" in html
+    assert f'<tr id="comparison-{c.pk}"' in html
+    assert 'id="history-link"' in html
+    assert 'id="deliveries-link"' not in html  # for its admins only
+
+
+def test_its_admins_see_the_deliveries_link(client, watched):
+    tree, _ = watched
+    admin = UserFactory.create()
+    MembershipFactory.create(tree=tree, user=admin, role=TreeMembership.Role.ADMIN)
+    client.force_login(admin)
+    assert (
+        'id="deliveries-link"' in client.get(reverse("reports:tree", args=["rcu"])).content.decode()
+    )
+
+
+def test_an_unwatched_tree_says_so(client):
+    TreeFactory.create(name="net")
+    assert 'id="not-watched"' in client.get(reverse("reports:tree", args=["net"])).content.decode()
+
+
+def test_a_members_only_tree_is_404_to_others_and_its_restricted_rows_hidden(client):
+    secret = TreeFactory.create(name="security", public=False)
+    _comparison(secret, visibility=Comparison.Visibility.RESTRICTED)
+    url = reverse("reports:tree", args=["security"])
+    assert client.get(url).status_code == 404
+    client.force_login(UserFactory.create())
+    assert client.get(url).status_code == 404
+    member = UserFactory.create()
+    MembershipFactory.create(tree=secret, user=member)
+    client.force_login(member)
+    assert client.get(url).status_code == 200
+    assert client.get(reverse("reports:tree", args=["nonesuch"])).status_code == 404
+
+
+def test_a_public_trees_restricted_comparison_is_not_listed_to_outsiders(client):
+    tree = TreeFactory.create(name="rcu")
+    hidden = _comparison(tree, visibility=Comparison.Visibility.RESTRICTED)
+    shown = _comparison(tree)
+    html = client.get(reverse("reports:tree", args=["rcu"])).content.decode()
+    assert f'id="comparison-{shown.pk}"' in html
+    assert f'id="comparison-{hidden.pk}"' not in html
+
+
+def test_the_series_page_lists_its_patches_and_comparisons(client):
+    tree = TreeFactory.create(name="rcu")
+    series = PatchSeriesFactory.create(subject="[PATCH 0/2] rcu: fqs", author="Dev <d@x.org>",
+                                       message_id="<cover@x.org>")  # fmt: skip
+    for i, subject in enumerate(["rcu: one", "rcu: two"], 1):
+        Patch.objects.create(series=series, index=i, subject=f"[PATCH {i}/2] {subject}",
+                             message_id=f"<{i}@x.org>")  # fmt: skip
+    c = _comparison(tree, series=series)
+    html = client.get(reverse("reports:series", args=[series.pk])).content.decode()
+    assert "[PATCH 0/2] rcu: fqs" in html
+    assert "&lt;cover@x.org&gt;" in html
+    assert "[PATCH 2/2] rcu: two" in html
+    assert f'id="comparison-{c.pk}"' in html
+
+
+def test_a_series_only_a_restricted_comparison_tests_is_404_to_outsiders(client):
+    tree = TreeFactory.create(name="security", public=False)
+    series = PatchSeriesFactory.create()
+    _comparison(tree, series=series, visibility=Comparison.Visibility.RESTRICTED)
+    assert client.get(reverse("reports:series", args=[series.pk])).status_code == 404
+
+
+def test_the_report_links_its_tree_and_series(client):
+    tree = TreeFactory.create(name="rcu")
+    series = PatchSeriesFactory.create()
+    c = _comparison(tree, series=series)
+    html = client.get(reverse("reports:comparison", args=[c.pk])).content.decode()
+    assert f'href="{reverse("reports:tree", args=["rcu"])}"' in html
+    assert f'href="{reverse("reports:series", args=[series.pk])}"' in html
