@@ -20,6 +20,9 @@ class PushEvent:
     after: str  # 40 hex; all zeros when the ref was deleted
     source: str  # a Push.Source value
     forced: bool = False  # the sender says so (GitHub's `forced`); else found from history
+    # The pusher's address where the payload names one (GitHub's pusher.email, GitLab's
+    # user_email): a webhook comparison's regression is mailed to them (docs/alerts.md).
+    pusher_email: str = ""
 
     def __post_init__(self) -> None:
         for name in ("before", "after"):
@@ -29,6 +32,8 @@ class PushEvent:
         if not isinstance(self.ref, str) or not self.ref.startswith(_PREFIXES):
             raise BadPush(f"ref must be refs/heads/<branch> or refs/tags/<tag>: {self.ref!r:.80}")
         name = self.name
+        if not isinstance(self.pusher_email, str) or len(self.pusher_email) > 254:
+            raise BadPush("pusher_email must be an address of at most 254 characters")
         odd = any(c.isspace() or ord(c) < 32 for c in name)
         if not name or len(self.ref) > 255 or odd or ".." in name:
             raise BadPush(f"not a valid ref name: {self.ref!r:.80}")

@@ -97,6 +97,9 @@ class Push(models.Model):
     before = models.CharField(max_length=40, validators=[sha_validator])
     after = models.CharField(max_length=40, validators=[sha_validator])
     forced = models.BooleanField(default=False, help_text="The sender said it was a force-push.")
+    pusher_email = models.EmailField(
+        blank=True, help_text="Who pushed, where the payload says (mailed on a regression)."
+    )
     source = models.CharField(max_length=16, choices=Source)
     state = models.CharField(max_length=16, choices=State, default=State.PENDING)
     reason = models.TextField(blank=True)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from fnmatch import fnmatchcase
 
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
@@ -79,6 +81,7 @@ def receive_push(tree: Tree, event: PushEvent) -> Received:
         push = Push.objects.create(
             tree=tree, branch=event.name, is_tag=event.is_tag, before=event.before,
             after=event.after, forced=event.forced, source=event.source,
+            pusher_email=_valid_address(event.pusher_email),
         )  # fmt: skip
         log.info(
             "push state", push=push.pk, tree=tree.name, branch=push.branch, after=push.after,
@@ -90,6 +93,16 @@ def receive_push(tree: Tree, event: PushEvent) -> Received:
         f"push {push.pk}: {push.branch} at {push.after[:12]} is tested after the "
         f"{policy.coalesce_seconds} s coalescing window",
     )
+
+
+def _valid_address(address: str) -> str:
+    """The pusher's address if it is one (a payload's word; a noreply or malformed one is
+    dropped rather than refusing the push)."""
+    try:
+        validate_email(address)
+    except ValidationError:
+        return ""
+    return address
 
 
 def due(push: Push, policy: WatchPolicy) -> bool:

@@ -190,6 +190,19 @@ def _json(body: bytes, content_type: str = "") -> dict[str, Any]:
     return data
 
 
+def _pusher(data: dict[str, Any], source: str) -> str:
+    """The pusher's address the payload names: GitHub's pusher.email, GitLab's user_email
+    (empty where hidden or absent)."""
+    if source == Source.GITHUB:
+        pusher = data.get("pusher")
+        email = pusher.get("email") if isinstance(pusher, dict) else None
+    elif source == Source.GITLAB:
+        email = data.get("user_email")
+    else:
+        email = data.get("pusher_email")
+    return email if isinstance(email, str) and len(email) <= 254 else ""
+
+
 def _push(data: dict[str, Any], source: str, forced: object = False) -> PushEvent:
     if not isinstance(forced, bool):
         raise Refused(400, "forced must be true or false")
@@ -200,6 +213,7 @@ def _push(data: dict[str, Any], source: str, forced: object = False) -> PushEven
             after=data.get("after"),  # type: ignore[arg-type]
             source=source,
             forced=forced,
+            pusher_email=_pusher(data, source),
         )
     except BadPush as exc:
         raise Refused(400, f"not a push: {exc}") from exc

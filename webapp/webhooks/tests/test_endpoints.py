@@ -54,6 +54,7 @@ def test_github_push_is_accepted_once(client, hooked: Hooked):
         True,
         "github",
     )
+    assert push.pusher_email == "paulmck@example.org"  # mailed on a regression
     d = Delivery.objects.get()
     assert (d.source, d.event, d.delivery_id, d.status_code, d.push) == (
         "github",
@@ -283,6 +284,7 @@ def test_gitlab_push_is_accepted_once(client, hooked: Hooked):
     push = Push.objects.get()
     assert r.json()["push"] == push.pk
     assert (push.branch, push.before, push.after, push.source) == ("master", ZERO, NEW, "gitlab")
+    assert push.pusher_email == ""  # GitLab sends "" unless the user's address is public
     d = Delivery.objects.get()
     assert (d.event, d.delivery_id, d.push) == (
         "Push Hook",
