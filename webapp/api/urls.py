@@ -3,6 +3,7 @@
 from django.urls import URLPattern, URLResolver, path, re_path, register_converter
 from drf_spectacular.views import SpectacularAPIView
 
+import webapp.converters  # noqa: F401 - registers <tree:...>
 from webapp.api import views
 
 app_name = "api"
@@ -26,7 +27,7 @@ register_converter(SignedIntConverter, "id")
 urlpatterns: list[URLPattern | URLResolver] = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("v1/trees/", views.TreeList.as_view(), name="tree-list"),
-    path("v1/trees/<slug:name>/", views.TreeDetail.as_view(), name="tree-detail"),
+    path("v1/trees/<tree:name>/", views.TreeDetail.as_view(), name="tree-detail"),
     path("v1/targets/", views.TargetList.as_view(), name="target-list"),
     path("v1/benchmarks/", views.BenchmarkList.as_view(), name="benchmark-list"),
     path("v1/comparisons/", views.ComparisonList.as_view(), name="comparison-list"),

@@ -1,5 +1,6 @@
 from django.urls import path
 
+import webapp.converters  # noqa: F401 - registers <tree:...>
 from webapp.reports import views
 
 app_name = "reports"
@@ -16,6 +17,6 @@ urlpatterns = [
     path("runs/<int:pk>/console", views.run_console, name="run-console"),
     path("series/<int:pk>/mbox", views.series_mbox, name="series-mbox"),
     path("series/<int:pk>/", views.series, name="series"),
-    path("trees/<slug:name>/", views.tree, name="tree"),
+    path("trees/<tree:name>/", views.tree, name="tree"),
     path("assets/plotly-<str:version>.min.js", views.plotly_js, name="plotly-js"),
 ]

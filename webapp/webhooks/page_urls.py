@@ -2,10 +2,11 @@
 
 from django.urls import path
 
+import webapp.converters  # noqa: F401 - registers <tree:...>
 from webapp.webhooks import views
 
 app_name = "deliveries"
 
 urlpatterns = [
-    path("<slug:tree>/deliveries/", views.deliveries, name="list"),
+    path("<tree:tree>/deliveries/", views.deliveries, name="list"),
 ]

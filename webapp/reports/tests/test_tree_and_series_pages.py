@@ -127,3 +127,14 @@ def test_the_report_links_its_tree_and_series(client):
     html = client.get(reverse("reports:comparison", args=[c.pk])).content.decode()
     assert f'href="{reverse("reports:tree", args=["rcu"])}"' in html
     assert f'href="{reverse("reports:series", args=[series.pk])}"' in html
+
+
+def test_a_tree_named_with_a_dot_has_its_pages(client):
+    """The default tree is linux-6.12: not a slug, and its pages and links must work."""
+    tree = TreeFactory.create(name="linux-6.12")
+    c = _comparison(tree)
+    assert reverse("reports:tree", args=["linux-6.12"]) == "/trees/linux-6.12/"
+    assert client.get("/trees/linux-6.12/").status_code == 200
+    assert client.get("/trees/linux-6.12/history/").status_code == 200
+    assert client.get(f"/comparisons/{c.pk}/").status_code == 200
+    assert client.get("/api/v1/trees/linux-6.12/").status_code == 200
