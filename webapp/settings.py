@@ -402,3 +402,26 @@ SPECTACULAR_SETTINGS = {
 RCUBENCH_WEBHOOK_MAX_BYTES = env.int("RCUBENCH_WEBHOOK_MAX_BYTES", default=2**20)
 RCUBENCH_WEBHOOK_RATE = env.str("RCUBENCH_WEBHOOK_RATE", default="60/minute")
 RCUBENCH_WEBHOOK_MAX_SKEW_SECONDS = env.int("RCUBENCH_WEBHOOK_MAX_SKEW_SECONDS", default=300)
+
+# --- mail (webapp/alerts) ---
+# Alert mails (docs/alerts.md) go out through Django's SMTP backend. The defaults reach the
+# local debugging server of `make up` (aiosmtpd on 127.0.0.1:8025, no TLS, writing var/mail/).
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env.str("EMAIL_HOST", default="127.0.0.1")
+EMAIL_PORT = env.int("EMAIL_PORT", default=8025)
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+EMAIL_USE_SSL = env.bool("EMAIL_USE_SSL", default=False)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=30)  # a hung server is a transient failure
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="rcubench <rcubench@localhost>")
+RCUBENCH_MAIL_FROM = env.str("RCUBENCH_MAIL_FROM", default=DEFAULT_FROM_EMAIL)
+# The right-hand side of rcubench's own Message-IDs (default: the From address's domain).
+RCUBENCH_MAIL_DOMAIN = env.str(
+    "RCUBENCH_MAIL_DOMAIN",
+    default=RCUBENCH_MAIL_FROM.rpartition("@")[2].strip(" >") or "localhost",
+)
+# Transient SMTP failures (4xx, refused or timed-out connections) are retried this many
+# times, the n-th after about RETRY_BACKOFF * 2**n seconds (jittered, at most an hour).
+RCUBENCH_MAIL_MAX_RETRIES = env.int("RCUBENCH_MAIL_MAX_RETRIES", default=8)
+RCUBENCH_MAIL_RETRY_BACKOFF_SECONDS = env.int("RCUBENCH_MAIL_RETRY_BACKOFF_SECONDS", default=60)

@@ -10,6 +10,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("accounts/", include("webapp.accounts.urls")),
+    path("", include("webapp.alerts.urls")),  # /accounts/subscriptions/, /alerts/unsubscribe/
     path("", include("webapp.watch.urls")),  # before api/: its catch-all 404s the rest
     path("api/", include("webapp.api.urls")),
     path("hooks/", include("webapp.webhooks.urls")),

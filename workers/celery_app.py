@@ -34,6 +34,7 @@ app = Celery(
         "workers.tasks.builds",
         "workers.tasks.bench",
         "workers.tasks.analysis",
+        "workers.tasks.alerts",
         "workers.startup",
     ],
 )

@@ -18,8 +18,11 @@ from workers.routing import (
     ADVANCE_COMPARISON,
     BUILD_KERNEL,
     CONCLUDE_LOOK,
+    NOTIFY_CHANGE_POINT,
+    NOTIFY_COMPARISON,
     PROCESS_PUSH,
     RUN_BENCHMARK,
+    SEND_ALERT,
 )
 
 
@@ -54,3 +57,18 @@ def send_process_push(push_id: int, delay: float = 0) -> None:
     transaction.on_commit(
         lambda: app.send_task(PROCESS_PUSH, args=(push_id,), countdown=max(0.0, delay))
     )
+
+
+def send_notify(comparison_id: int) -> None:
+    """Decide who gets mail about this finished comparison and queue it (control queue)."""
+    _send(NOTIFY_COMPARISON, comparison_id)
+
+
+def send_notify_change_point(change_point_id: int) -> None:
+    """Mail the tree's subscribers about this change point (control queue)."""
+    _send(NOTIFY_CHANGE_POINT, change_point_id)
+
+
+def send_alert(alert_id: int) -> None:
+    """Send one Alert row's mail, at most once (control queue)."""
+    _send(SEND_ALERT, alert_id)

@@ -32,6 +32,9 @@ REAP_STALE_BUILDS = "rcubench.control.reap_stale_builds"
 PRUNE_CONSOLE_DIRS = "rcubench.control.prune_console_dirs"
 PROCESS_PUSH = "rcubench.control.process_push"
 WATCH_TICK = "rcubench.control.watch_tick"
+NOTIFY_COMPARISON = "rcubench.control.notify_comparison"
+NOTIFY_CHANGE_POINT = "rcubench.control.notify_change_point"
+SEND_ALERT = "rcubench.control.send_alert"
 
 
 class UnroutedTask(ValueError):

@@ -1,34 +1,132 @@
-"""Outgoing alert mails; one row per message so a retry never sends a duplicate."""
+"""Outgoing alert mails, who asked for them and who asked not to get them.
+
+One Alert row per message and recipient: its unique key (comparison or change point, kind,
+recipient) is the idempotency key that keeps a task run twice from sending a second mail
+(docs/alerts.md, delivery guarantees).
+"""
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.db.models import Q
 
 from webapp.comparisons.models import Comparison
-from webapp.states import Result, State, result_only_when_done
+from webapp.trees.models import Tree
+from webapp.watch.models import ChangePoint
+
+
+class Kind(models.TextChoices):
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    CHANGE_POINT = "change-point", "Change point"
+
+
+def _default_kinds() -> list[str]:
+    return [Kind.REGRESSION]
 
 
 class Alert(models.Model):
-    class Kind(models.TextChoices):
-        REGRESSION = "regression"
-        REPORT = "report", "Report ready"
+    Kind = Kind
 
-    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="alerts")
+    class State(models.TextChoices):
+        QUEUED = "queued"  # to send (again, after a transient failure)
+        SENDING = "sending"  # committed before the SMTP transaction starts
+        SENT = "sent"  # the server accepted it
+        FAILED = "failed"  # refused for good (5xx), or retries used up
+        UNKNOWN = "unknown"  # an attempt died mid-transaction: never sent again
+        SKIPPED = "skipped"  # the address opted out after it was queued
+
+    comparison = models.ForeignKey(
+        Comparison, null=True, blank=True, on_delete=models.CASCADE, related_name="alerts"
+    )
+    change_point = models.ForeignKey(
+        ChangePoint, null=True, blank=True, on_delete=models.CASCADE, related_name="alerts"
+    )
     kind = models.CharField(max_length=16, choices=Kind)
-    recipients = ArrayField(models.EmailField())
+    recipient = models.EmailField(max_length=254)
+    reason = models.CharField(
+        max_length=200, blank=True, help_text="Why this address gets it (subscription, author)."
+    )
     subject = models.CharField(max_length=998)
     message_id = models.CharField(max_length=998, unique=True)
     in_reply_to = models.CharField(
         max_length=998, blank=True, help_text="Message-Id of the patch mail it replies to."
     )
+    references = models.TextField(blank=True)
     state = models.CharField(max_length=16, choices=State, default=State.QUEUED)
-    result = models.CharField(max_length=16, choices=Result, default=Result.NONE, blank=True)
-    error_message = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.TextField(blank=True, help_text="The server's reply or what failed.")
+    smtp_reply = models.TextField(blank=True, help_text="The server's reply to the message.")
     created_at = models.DateTimeField(auto_now_add=True)
+    sending_at = models.DateTimeField(null=True, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["-created_at"]
-        constraints = [result_only_when_done("alert_result_only_when_done")]
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(comparison__isnull=True) ^ Q(change_point__isnull=True),
+                name="alert_about_one_thing",
+            ),
+            models.UniqueConstraint(
+                fields=["comparison", "kind", "recipient"],
+                condition=Q(comparison__isnull=False),
+                name="alert_once_per_comparison",
+            ),
+            models.UniqueConstraint(
+                fields=["change_point", "kind", "recipient"],
+                condition=Q(change_point__isnull=False),
+                name="alert_once_per_change_point",
+            ),
+        ]
 
     def __str__(self) -> str:
-        return f"{self.kind} alert for comparison {self.comparison_id}"
+        about = (
+            f"comparison {self.comparison_id}"
+            if self.comparison_id
+            else f"change point {self.change_point_id}"
+        )
+        return f"{self.kind} alert for {about} to {self.recipient}"
+
+
+class Subscription(models.Model):
+    """Mail for a user account or a free address (a mailing list) about a tree (or every
+    tree), a benchmark (or every benchmark) and the verdict kinds asked for."""
+
+    user = models.ForeignKey(
+        "auth.User", null=True, blank=True, on_delete=models.CASCADE,
+        related_name="alert_subscriptions",
+    )  # fmt: skip
+    address = models.EmailField(blank=True, help_text="A free address (e.g. a mailing list).")
+    tree = models.ForeignKey(
+        Tree, null=True, blank=True, on_delete=models.CASCADE, related_name="subscriptions",
+        help_text="Empty: every tree.",
+    )  # fmt: skip
+    benchmark = models.CharField(max_length=64, blank=True, help_text="Empty: every benchmark.")
+    kinds = ArrayField(models.CharField(max_length=16, choices=Kind), default=_default_kinds)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(user__isnull=True) ^ Q(address=""), name="subscription_user_xor_address"
+            ),
+            models.CheckConstraint(condition=~Q(kinds=[]), name="subscription_has_kinds"),
+        ]
+
+    def __str__(self) -> str:
+        who = self.user or self.address
+        return f"{who}: {self.tree or 'every tree'}/{self.benchmark or '*'} {','.join(self.kinds)}"
+
+
+class OptOut(models.Model):
+    """An address that gets no alert mail at all (from the unsubscribe link)."""
+
+    address = models.EmailField(unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["address"]
+
+    def __str__(self) -> str:
+        return self.address

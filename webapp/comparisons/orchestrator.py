@@ -302,6 +302,7 @@ def _finish(c: Comparison, result: str, error_code: str, message: str) -> None:
             context={"comparison": c.pk},
         )  # fmt: skip
     finish_step(c, unfinished=ACTIVE, result=result, error_code=error_code, error_message=message)
+    dispatch.send_notify(c.pk)  # alert mails, if its verdict asks for any (sent on commit)
 
 
 def _stale(sent_at: object) -> bool:

@@ -1,0 +1,333 @@
+"""Alert mails as text and headers: data in, email.message.EmailMessage out (no database).
+
+The mails are read in mutt by kernel developers: plain text, lines of at most 78 columns,
+a fixed-width verdict table, and a reply in the patch's own thread (In-Reply-To and
+References in the headers, never in the body). Every header value passes through
+`header_text` or `message_ids` first: stored subjects, authors and message-ids come from
+submitted mboxes, and a CR or LF in a header would let them write headers of their own.
+"""
+
+import re
+import shlex
+import textwrap
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from email import policy
+from email.message import EmailMessage
+from email.utils import format_datetime
+
+from webapp.reports.services import Header, KernelFacts, VerdictRow
+
+WIDTH = 72  # body text; the table and the reproducer's lines stay within 78
+TABLE_WIDTH = 78
+SUBJECT_MAX = 200
+# SMTP line endings; headers are not folded below RFC 5322's 998 (Python's folder would put
+# a subject starting with "[" on a continuation line of its own, which shows as a leading
+# space in some clients). Header values here are at most a few hundred characters.
+MAIL_POLICY = policy.SMTP.clone(max_line_length=998)
+# What may stand between the angle brackets of a message-id here: no spaces, brackets or
+# controls (RFC 5322 msg-id, as far as real mailers write them).
+_MSG_ID = re.compile(r"<[^<>\s\"\\]{1,250}@[^<>\s\"\\]{1,250}>")
+# Verdict names as short as the table's column.
+SHORT_VERDICT = {
+    "reliability-regression": "reliability",
+    "significant-but-small": "small",
+    "no-meaningful-change": "no change",
+}
+
+
+def header_text(text: str, limit: int = SUBJECT_MAX) -> str:
+    """`text` fit for a header: every control, format or line/paragraph separator character
+    (CR, LF, NUL, TAB, bidi overrides...) becomes a space, runs of spaces one, at most
+    `limit` characters."""
+    cleaned = "".join(
+        " " if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Zl", "Zp") else ch
+        for ch in text
+    )
+    cleaned = " ".join(cleaned.split())
+    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1].rstrip() + "\u2026"
+
+
+def message_ids(*texts: str) -> list[str]:
+    """The well-formed message-ids in `texts` (a bare id gets its angle brackets), once each,
+    in order; anything else is dropped."""
+    out: list[str] = []
+    for text in texts:
+        text = text.strip()
+        if text and "<" not in text:
+            text = f"<{text}>"
+        for mid in _MSG_ID.findall(text):
+            if mid not in out:
+                out.append(mid)
+    return out
+
+
+def reply_subject(subject: str) -> str:
+    """`Re: <subject>`, with one Re: however many the stored subject has."""
+    s = header_text(subject, SUBJECT_MAX - 4)
+    while s[:3].lower() == "re:":
+        s = s[3:].lstrip()
+    return f"Re: {s}"
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """The headers of one alert mail."""
+
+    from_addr: str
+    to_addr: str
+    subject: str
+    message_id: str
+    unsubscribe_url: str
+    date: datetime
+    in_reply_to: str = ""
+    references: Sequence[str] = ()
+    extra: dict[str, str] = field(default_factory=dict)  # X-rcubench-* facts for filters
+
+
+def build(env: Envelope, body: str) -> EmailMessage:
+    """The message: headers set through the email package (its policy refuses any CR/LF
+    that would have got past `header_text`), the body as UTF-8 text."""
+    msg = EmailMessage(policy=MAIL_POLICY)
+    msg["From"] = header_text(env.from_addr, 998)
+    msg["To"] = header_text(env.to_addr, 998)
+    msg["Subject"] = header_text(env.subject)
+    msg["Date"] = format_datetime(env.date)
+    msg["Message-ID"] = _one_id(env.message_id)
+    parent = message_ids(env.in_reply_to)
+    if parent:
+        msg["In-Reply-To"] = parent[0]
+        msg["References"] = " ".join(message_ids(*env.references, parent[0]))
+    # RFC 8058 one-click unsubscribe: the mail client POSTs List-Unsubscribe=One-Click.
+    msg["List-Unsubscribe"] = f"<{header_text(env.unsubscribe_url, 900)}>"
+    msg["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
+    msg["Auto-Submitted"] = "auto-generated"  # RFC 3834: no vacation replies to us
+    msg["Precedence"] = "bulk"
+    for name, value in env.extra.items():
+        msg[name] = header_text(value, 200)
+    msg.set_content(body, charset="utf-8")
+    return msg
+
+
+def _one_id(mid: str) -> str:
+    ids = message_ids(mid)
+    if not ids:
+        raise ValueError(f"not a message-id: {mid!r}")
+    return ids[0]
+
+
+# --- bodies -------------------------------------------------------------------------------
+
+
+def _para(text: str, indent: str = "") -> str:
+    # Never break a word: a URL or a message-id cut in two is useless.
+    return textwrap.fill(" ".join(text.split()), WIDTH, initial_indent=indent,
+                         subsequent_indent=indent, break_on_hyphens=False,
+                         break_long_words=False)  # fmt: skip
+
+
+def kernel_line(k: KernelFacts) -> str:
+    """`tree ref at sha`, and the series applied on it."""
+    text = f"{k.tree} {k.ref} at {(k.sha or k.base_sha or 'unresolved')[:12]}"
+    if k.series is not None:
+        text += f' + series "{k.series.subject}" ({k.series.patches} patches'
+        text += f", {k.series.message_id})" if k.series.message_id else ")"
+    return text
+
+
+def verdict_sentence(h: Header, rows: Sequence[VerdictRow], kind: str) -> str:
+    """The verdict in words, one paragraph."""
+    a, b = h.kernels
+    t = h.target
+    where = f"on {t.name} ({t.arch}, {t.cpus} CPUs)"
+    top = next((r for r in rows if r.verdict.verdict == kind), None)
+    if h.verdict == "reliability-regression":
+        lead = (
+            f"rcubench found a reliability regression: kernel B ({kernel_line(b)}) failed "
+            f"significantly more often than kernel A ({kernel_line(a)}) {where}."
+        )
+        if h.error_message:
+            lead += f" {h.error_message.strip()}."
+        return lead
+    if top is None:
+        return (f"rcubench compared kernel B ({kernel_line(b)}) with kernel A "
+                f"({kernel_line(a)}) {where}: overall verdict {h.verdict}.")  # fmt: skip
+    v = top.verdict
+    change = top.absolute_shift or f"{top.shift} {top.ci}".strip()
+    others = sum(1 for r in rows if r.verdict.verdict == kind) - 1
+    more = f" ({others} more {kind} rows below)" if others > 0 else ""
+    return (
+        f"rcubench found {'an' if kind[0] in 'aeiou' else 'a'} {kind} {where}: "
+        f"{v.benchmark} {v.metric} ({v.statistic}) changed by {change} from kernel A "
+        f"({kernel_line(a)}) to kernel B ({kernel_line(b)}), p={top.p_adjusted} adjusted, "
+        f"{v.n_a} vs {v.n_b} runs, beyond the {h.threshold_pct:g}% threshold{more}."
+    )
+
+
+# metric (22) shift (8) CI (17) p (7) runs (7) verdict (12) with one-space gaps: 78 columns
+_COLS = ((22, "<"), (8, ">"), (17, ">"), (7, ">"), (7, ">"), (12, "<"))
+
+
+def _table_line(cells: Sequence[str]) -> str:
+    parts = [f"{c:{align}{w}}" for c, (w, align) in zip(cells, _COLS, strict=True)]
+    return " ".join(parts).rstrip()
+
+
+def verdict_table(rows: Sequence[VerdictRow], limit: int = 30) -> list[str]:
+    """The verdicts as a fixed-width table (primary metrics first, as the report orders
+    them); rows with no meaningful change beyond the primaries are counted, not listed."""
+    shown = [r for r in rows if r.verdict.is_primary or r.verdict.verdict != "no-meaningful-change"]
+    hidden = len(rows) - len(shown[:limit])
+    lines = [_table_line(("metric", "shift", "95% CI", "p adj", "runs", "verdict")),
+             _table_line(tuple("-" * w for w, _ in _COLS))]  # fmt: skip
+    for r in shown[:limit]:
+        v = r.verdict
+        label = f"{v.benchmark}/{v.metric} {v.statistic}" + (" *" if v.is_primary else "")
+        cells = [label, r.shift, r.ci, r.p_adjusted, f"{v.n_a}/{v.n_b}",
+                 SHORT_VERDICT.get(v.verdict, v.verdict)]  # fmt: skip
+        if len(label) > 22:  # the name on a line of its own, the numbers under it
+            lines.append(label)
+            cells[0] = ""
+        lines.append(_table_line(cells))
+        if r.absolute_shift:
+            lines.append(f"{'':22} B-A: {r.absolute_shift}")
+    lines.append("* primary metric; shift: B against A (Hodges-Lehmann), 95% CI;")
+    lines.append("  p adj: adjusted for the metrics tested; runs: A/B")
+    if hidden:
+        rows_word = "row" if hidden == 1 else "rows"
+        lines.append(f"  ({hidden} more {rows_word} without a meaningful change: see the report)")
+    return lines
+
+
+def shell_lines(commands: str, width: int = TABLE_WIDTH - 4) -> list[str]:
+    """The reproducer's commands, each long one wrapped with backslash continuations (still
+    one command when pasted into a shell); comments as they are."""
+    out: list[str] = []
+    for line in commands.splitlines():
+        if line.startswith("#") or len(line) <= width:
+            out.append(line)
+            continue
+        words: list[str] = []
+        for w in shlex.split(line):  # an option and its value stay on one line
+            if (
+                words
+                and words[-1].startswith("--")
+                and " " not in words[-1]
+                and not w.startswith("--")
+            ):
+                words[-1] += " " + shlex.quote(w)
+            else:
+                words.append(shlex.quote(w))
+        current = words[0]
+        for w in words[1:]:
+            if len(current) + 1 + len(w) > width - 2:
+                out.append(current + " \\")
+                current = "    " + w
+            else:
+                current += " " + w
+        out.append(current)
+    return out
+
+
+@dataclass(frozen=True)
+class Links:
+    report: str
+    unsubscribe: str
+    subscriptions: str
+
+
+def comparison_body(
+    h: Header, rows: Sequence[VerdictRow], kind: str, reproducer: str, links: Links, reason: str
+) -> str:
+    """A comparison's alert: the verdict in words, the table, both kernels, the target,
+    how to reproduce it, the report, and how to stop these mails."""
+    a, b = h.kernels
+    t = h.target
+    parts = [_para(verdict_sentence(h, rows, kind)), "", *verdict_table(rows), ""]
+    parts.append("Kernels:")
+    parts += [_kernel_block(k) for k in (a, b)]
+    target = f"Target: {t.name} ({t.kind}, {t.arch}, {t.topology}, {t.memory_mb} MB)"
+    parts.append(textwrap.fill(target, WIDTH, initial_indent="  ", subsequent_indent="          "))
+    parts += ["", "Reproduce it with:", "", *(f"    {line}" for line in shell_lines(reproducer))]
+    parts += ["", "Report, with figures and every run's console:", f"  {links.report}", ""]
+    parts += _footer(reason, links)
+    return "\n".join(parts) + "\n"
+
+
+def _kernel_block(k: KernelFacts) -> str:
+    text = _para(f"{k.side}: {kernel_line(k)}", "  ")
+    lines = text.splitlines()
+    # Continuation lines under the text, not under "A:".
+    lines = lines[:1] + ["     " + ln.strip() for ln in lines[1:]]
+    if k.cmdline:
+        lines.append(_para(f"kernel command line: {k.cmdline}", "     "))
+    return "\n".join(lines)
+
+
+def _footer(reason: str, links: Links) -> list[str]:
+    return [
+        "-- ",
+        _para(f"rcubench, continuous benchmarking of RCU patches. You get this mail {reason}."),
+        _para(
+            "To stop all rcubench mail to this address, open this link (or let your "
+            "mail client use the List-Unsubscribe header):"
+        ),
+        f"  {links.unsubscribe}",
+        f"Your subscriptions: {links.subscriptions}",
+    ]
+
+
+@dataclass(frozen=True)
+class ChangePointFacts:
+    tree: str
+    branch: str
+    benchmark: str
+    metric: str
+    target: str
+    sha: str
+    before_median: float
+    after_median: float
+    change_pct: float
+    regression: bool
+    history_url: str
+
+
+def change_point_subject(f: ChangePointFacts) -> str:
+    word = "regression" if f.regression else "improvement"
+    return (f"[rcubench] {f.tree}/{f.branch}: {f.benchmark} {f.metric} {f.change_pct:+.1f}% "
+            f"change point ({word}) at {f.sha[:12]}")  # fmt: skip
+
+
+def change_point_body(f: ChangePointFacts, links: Links, reason: str) -> str:
+    word = "worse" if f.regression else "better"
+    text = (
+        f"rcubench found a change point in the history of {f.tree} {f.branch} on {f.target}: "
+        f"{f.benchmark} {f.metric} moved by {f.change_pct:+.1f}% ({word}), from a median of "
+        f"{f.before_median:.5g} to {f.after_median:.5g}, starting with the tested head "
+        f"{f.sha[:12]}. A change point is found over many pushes' comparisons; the push "
+        "named is the first tested head after the shift, not necessarily its cause."
+    )
+    return "\n".join([_para(text), "", "History of the branch:", f"  {f.history_url}", "",
+                      *_footer(reason, links)]) + "\n"  # fmt: skip
+
+
+def comparison_subject(
+    h: Header, rows: Iterable[VerdictRow], kind: str, series_subject: str | None
+) -> str:
+    """`Re: <series subject>` for a series, else `[rcubench] tree/ref: metric +x.x% kind at
+    sha`."""
+    if series_subject:
+        return reply_subject(series_subject)
+    b = h.kernels[1]
+    top = next((r for r in rows if r.verdict.verdict == kind), None)
+    if h.verdict == "reliability-regression" or top is None:
+        what = ("kernel failure rate reliability regression"
+                if h.verdict == "reliability-regression" else h.verdict)  # fmt: skip
+        change = f"{','.join(h.benchmarks)}: {what}"
+    else:
+        v = top.verdict
+        pct = f"{v.shift_pct:+.1f}%" if v.shift_pct is not None else (top.absolute_shift or "")
+        change = f"{v.metric} {pct} {kind}"
+    return header_text(f"[rcubench] {b.tree}/{b.ref}: {change} at {(b.sha or b.base_sha)[:12]}")

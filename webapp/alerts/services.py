@@ -1,0 +1,499 @@
+"""Who gets an alert mail, and its delivery at most once (docs/alerts.md).
+
+notify_comparison / notify_change_point decide the recipients and create one Alert row per
+recipient (the unique key makes a second call a no-op), then send one task per queued row.
+deliver() sends one row's mail: the row goes queued -> sending (committed before the SMTP
+transaction starts) -> sent | failed | unknown. A task that finds its row in `sending`
+knows an earlier attempt died mid-transaction, after which the server may or may not hold
+the mail; it records `unknown` and sends nothing. A lost mail is the price of never sending
+one twice: a reader who gets the same regression report twice in a thread learns to
+ignore the sender.
+"""
+
+import contextlib
+import hashlib
+import random
+import re
+import smtplib
+from dataclasses import dataclass
+from email.message import EmailMessage
+from email.utils import parseaddr
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core import signing
+from django.core.exceptions import ValidationError
+from django.core.mail import get_connection
+from django.core.mail.backends.smtp import EmailBackend
+from django.core.validators import validate_email
+from django.db import transaction
+from django.db.models import F, Q, QuerySet
+from django.urls import reverse
+from django.utils import timezone
+
+from webapp import access, logs
+from webapp.access import AnyUser
+from webapp.alerts import messages
+from webapp.alerts.models import Alert, OptOut, Subscription
+from webapp.comparisons.models import Comparison, ComparisonState
+from webapp.reports.reproducer import public_url, reproducer
+from webapp.reports.services import header, verdict_rows
+from webapp.states import Result
+from webapp.text import storable
+from webapp.trees.models import Tree
+from webapp.watch.models import ChangePoint
+from workers import dispatch
+
+log = logs.get(__name__)
+
+REGRESSION_VERDICTS = ("regression", "reliability-regression")
+UNSUBSCRIBE_SALT = "rcubench.alerts.unsubscribe"
+IN_DOUBT = (
+    "an earlier attempt died during the SMTP transaction (worker killed or lost): the "
+    "server may have accepted the mail, so it is not sent again (at most once)"
+)
+State = Alert.State
+
+
+class TransientMailError(Exception):
+    """The server did not take the mail this time (4xx, refused or timed-out connection):
+    the row is queued again and the task retries later."""
+
+
+# --- addresses and the unsubscribe link ---------------------------------------------------
+
+
+def normalise(address: str) -> str:
+    """The bare address of `address` ("Name <a@b>" too), its domain lowercased; "" when it
+    is not a valid address."""
+    addr = parseaddr(messages.header_text(address, 998))[1]
+    local, _, domain = addr.rpartition("@")
+    addr = f"{local}@{domain.lower()}"
+    try:
+        validate_email(addr)
+    except ValidationError:
+        return ""
+    return addr
+
+
+def unsubscribe_token(address: str) -> str:
+    """A signed token naming the address (django.core.signing: a tampered one fails). It
+    does not expire: a link in an old mail must still stop the mail."""
+    return signing.Signer(salt=UNSUBSCRIBE_SALT).sign_object(normalise(address))
+
+
+def address_of_token(token: str) -> str:
+    """The address a token names; signing.BadSignature for a tampered or foreign one."""
+    address = signing.Signer(salt=UNSUBSCRIBE_SALT).unsign_object(token)
+    if not isinstance(address, str) or not normalise(address):
+        raise signing.BadSignature("no address in the token")
+    return address
+
+
+def unsubscribe_url(address: str) -> str:
+    return public_url() + reverse("alerts:unsubscribe", args=[unsubscribe_token(address)])
+
+
+def opt_out(address: str) -> OptOut:
+    """Record that `address` gets no more alert mail (idempotent)."""
+    address = normalise(address)
+    if not address:
+        raise ValueError("not an email address")
+    existing = OptOut.objects.filter(address__iexact=address).first()
+    if existing is not None:
+        return existing
+    opted, _ = OptOut.objects.get_or_create(address=address)
+    log.info("alert opt-out", address_hash=_hash(address))
+    return opted
+
+
+def opted_out(address: str) -> bool:
+    return OptOut.objects.filter(address__iexact=address).exists()
+
+
+# --- recipients ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recipient:
+    address: str
+    reason: str  # completes "You get this mail ..."
+    verified_user: bool = False  # an account that may see the comparison: no more checks
+
+
+def _kind_of(c: Comparison) -> str | None:
+    if c.state != ComparisonState.DONE or c.result != Result.OK:
+        return None
+    if c.verdict in REGRESSION_VERDICTS:
+        return Alert.Kind.REGRESSION
+    if c.verdict == "improvement":
+        return Alert.Kind.IMPROVEMENT
+    return None
+
+
+def _subscriptions(tree_id: int, benchmarks: list[str], kind: str) -> list[Subscription]:
+    return list(
+        Subscription.objects.filter(
+            Q(tree__isnull=True) | Q(tree_id=tree_id),
+            Q(benchmark="") | Q(benchmark__in=benchmarks),
+            kinds__contains=[kind],
+        ).select_related("user", "tree")
+    )
+
+
+def _what(s: Subscription, kind: str) -> str:
+    where = s.tree.name if s.tree else "every tree"
+    return f"{kind} alerts of {where}" + (f", benchmark {s.benchmark}" if s.benchmark else "")
+
+
+def _member_may_see(address: str, c: Comparison) -> bool:
+    """Whether an active account with this address may see the comparison."""
+    users = User.objects.filter(email__iexact=address, is_active=True)
+    return any(access.can_view(u, c) for u in users)
+
+
+def comparison_recipients(c: Comparison, kind: str) -> list[Recipient]:
+    """Subscribers (users and free addresses), and for a regression the series' authors
+    and the pusher; a restricted comparison only to accounts that may see it; never to an
+    opted-out address. Once per address, with the first reason found."""
+    found: list[Recipient] = []
+    for s in _subscriptions(c.revision_a.tree_id, list(c.benchmarks), kind):
+        if s.user is not None:
+            if s.user.is_active and s.user.email and access.can_view(s.user, c):
+                found.append(Recipient(s.user.email, f"because you subscribed to "
+                                       f"{_what(s, kind)}", verified_user=True))  # fmt: skip
+        else:
+            found.append(Recipient(s.address, f"because this address is subscribed to "
+                                   f"{_what(s, kind)}"))  # fmt: skip
+    if kind == Alert.Kind.REGRESSION:
+        series = c.revision_b.series
+        if series is not None:
+            authors = [series.author, *series.patches.values_list("author", flat=True)]
+            found += [Recipient(a, "as an author of the patch series") for a in authors if a]
+        for push in c.pushes.all():
+            pusher = getattr(push, "pusher_email", "")
+            if pusher:
+                found.append(Recipient(pusher, f"as the pusher of {push.after[:12]}"))
+    restricted = c.visibility == Comparison.Visibility.RESTRICTED
+    out: dict[str, Recipient] = {}
+    for r in found:
+        address = normalise(r.address)
+        if not address or address.lower() in out:
+            continue
+        if restricted and not r.verified_user and not _member_may_see(address, c):
+            continue  # lists, authors and pushers without an account that may see it
+        if opted_out(address):
+            continue
+        out[address.lower()] = Recipient(address, r.reason, r.verified_user)
+    return list(out.values())
+
+
+# --- deciding and queueing ----------------------------------------------------------------
+
+
+def _domain() -> str:
+    domain = re.sub(r"[^A-Za-z0-9.-]", "", str(settings.RCUBENCH_MAIL_DOMAIN))
+    return domain or "localhost"
+
+
+def _hash(address: str) -> str:
+    return hashlib.sha256(address.lower().encode()).hexdigest()[:16]
+
+
+def message_id(prefix: str, kind: str, address: str) -> str:
+    """rcubench's own Message-ID: stable per comparison (or change point), kind and
+    recipient, so a resent mail could never start a second thread either."""
+    return f"<rcubench.{prefix}.{_hash(f'{kind}:{address}')}@{_domain()}>"
+
+
+def notify_comparison(comparison_id: int) -> list[int]:
+    """For a comparison that ended ok with a verdict someone asked mail for: create its
+    Alert rows (once per recipient, however often this runs) and send one task per queued
+    row. Returns the queued rows' ids."""
+    c = Comparison.objects.select_related(
+        "revision_a__tree", "revision_b__tree", "revision_b__series", "target"
+    ).get(pk=comparison_id)
+    kind = _kind_of(c)
+    if kind is None:
+        return []
+    recipients = comparison_recipients(c, kind)
+    series = c.revision_b.series
+    parent = messages.message_ids(series.message_id)[:1] if series else []
+    subject = messages.comparison_subject(
+        header(c), verdict_rows(c), kind, series.subject if series else None
+    )
+    rows = [
+        Alert(comparison=c, kind=kind, recipient=r.address, reason=r.reason[:200],
+              subject=storable(subject), message_id=message_id(f"c{c.pk}", kind, r.address),
+              in_reply_to=parent[0] if parent else "", references=" ".join(parent))
+        for r in recipients
+    ]  # fmt: skip
+    return _queue(rows, Alert.objects.filter(comparison=c, kind=kind), comparison=c.pk)
+
+
+def notify_change_point(change_point_id: int) -> list[int]:
+    """A change point in a watched branch: mail the tree's subscribers who asked for change
+    points (improvements only to those who also asked for improvements). A tree that is
+    not public mails only accounts that may see it."""
+    cp = ChangePoint.objects.select_related("tree", "push", "target").get(pk=change_point_id)
+    kind = Alert.Kind.CHANGE_POINT
+    out: dict[str, Recipient] = {}
+    for s in _subscriptions(cp.tree_id, [cp.benchmark], kind):
+        if not cp.regression and Alert.Kind.IMPROVEMENT not in s.kinds:
+            continue
+        if s.user is not None:
+            if not (s.user.is_active and s.user.email and _sees_tree(s.user, cp)):
+                continue
+            r = Recipient(s.user.email, f"because you subscribed to {_what(s, kind)}", True)
+        else:
+            r = Recipient(s.address, f"because this address is subscribed to {_what(s, kind)}")
+        address = normalise(r.address)
+        if not address or address.lower() in out or opted_out(address):
+            continue
+        if not cp.tree.public and not r.verified_user:
+            users = User.objects.filter(email__iexact=address, is_active=True)
+            if not any(_sees_tree(u, cp) for u in users):
+                continue
+        out[address.lower()] = Recipient(address, r.reason, r.verified_user)
+    subject = messages.change_point_subject(_change_point_facts(cp))
+    rows = [
+        Alert(change_point=cp, kind=kind, recipient=r.address, reason=r.reason[:200],
+              subject=storable(subject), message_id=message_id(f"cp{cp.pk}", kind, r.address))
+        for r in out.values()
+    ]  # fmt: skip
+    return _queue(rows, Alert.objects.filter(change_point=cp, kind=kind), change_point=cp.pk)
+
+
+def _sees_tree(user: AnyUser, cp: ChangePoint) -> bool:
+    return access.visible_trees(user).filter(pk=cp.tree_id).exists()
+
+
+def _queue(rows: list[Alert], existing: QuerySet[Alert], **ids: int) -> list[int]:
+    with transaction.atomic():
+        # The unique key (comparison or change point, kind, recipient) drops rows made by
+        # an earlier call: each recipient has one row, whatever the number of calls.
+        Alert.objects.bulk_create(rows, ignore_conflicts=True)
+        queued = list(existing.filter(state=State.QUEUED).values_list("pk", flat=True))
+        for pk in queued:
+            log.info("alert state", alert=pk, **ids, state=State.QUEUED)
+            dispatch.send_alert(pk)
+    return queued
+
+
+# --- the mail -----------------------------------------------------------------------------
+
+
+def _links(address: str) -> messages.Links:
+    return messages.Links(
+        report="",
+        unsubscribe=unsubscribe_url(address),
+        subscriptions=public_url() + reverse("alerts:subscriptions"),
+    )
+
+
+def _change_point_facts(cp: ChangePoint) -> messages.ChangePointFacts:
+    return messages.ChangePointFacts(
+        tree=cp.tree.name, branch=cp.branch, benchmark=cp.benchmark, metric=cp.metric,
+        target=cp.target.name, sha=cp.push.after, before_median=cp.before_median,
+        after_median=cp.after_median, change_pct=cp.change_pct, regression=cp.regression,
+        history_url=public_url() + reverse("watch:tree-history", args=[cp.tree.name]),
+    )  # fmt: skip
+
+
+def render(alert: Alert) -> EmailMessage:
+    """The alert's mail, built from the database as it is now."""
+    links = _links(alert.recipient)
+    if alert.comparison_id is not None:
+        c = Comparison.objects.select_related(
+            "revision_a__tree", "revision_b__tree", "revision_b__series", "target",
+            "build_a", "build_b",
+        ).get(pk=alert.comparison_id)  # fmt: skip
+        report = public_url() + reverse("reports:comparison", args=[c.pk])
+        links = messages.Links(report, links.unsubscribe, links.subscriptions)
+        body = messages.comparison_body(header(c), verdict_rows(c), alert.kind, reproducer(c),
+                                        links, alert.reason)  # fmt: skip
+        extra = {"X-rcubench-Comparison": str(c.pk), "X-rcubench-Verdict": c.verdict}
+    else:
+        assert alert.change_point is not None  # noqa: S101 - the check constraint
+        body = messages.change_point_body(_change_point_facts(alert.change_point), links,
+                                          alert.reason)  # fmt: skip
+        extra = {"X-rcubench-Change-Point": str(alert.change_point_id)}
+    env = messages.Envelope(
+        from_addr=settings.RCUBENCH_MAIL_FROM, to_addr=alert.recipient, subject=alert.subject,
+        message_id=alert.message_id, unsubscribe_url=links.unsubscribe, date=timezone.now(),
+        in_reply_to=alert.in_reply_to, references=alert.references.split(), extra=extra,
+    )  # fmt: skip
+    return messages.build(env, body)
+
+
+# --- delivery -----------------------------------------------------------------------------
+
+
+class _Refused(Exception):
+    """The server answered a step of the transaction with an error reply."""
+
+    def __init__(self, code: int, reply: bytes | str, step: str) -> None:
+        text = reply.decode("utf-8", "replace") if isinstance(reply, bytes) else reply
+        self.code, self.reply, self.step = code, f"{code} {text}".strip(), step
+        super().__init__(f"{step}: {self.reply}")
+
+
+def _envelope(smtp: smtplib.SMTP, sender: str, rcpt: str) -> None:
+    """MAIL FROM and RCPT TO: a failure here leaves the server without the mail."""
+    smtp.ehlo_or_helo_if_needed()
+    code, reply = smtp.mail(sender)
+    if code != 250:
+        raise _Refused(code, reply, "MAIL FROM")
+    code, reply = smtp.rcpt(rcpt)
+    if code not in (250, 251):
+        raise _Refused(code, reply, "RCPT TO")
+
+
+def _data(smtp: smtplib.SMTP, data: bytes) -> str:
+    """DATA: the server's final reply; an error reply raises _Refused, and any other
+    failure from here on leaves it unknown whether the server has the mail."""
+    try:
+        code, reply = smtp.data(data)
+    except smtplib.SMTPResponseException as exc:  # refused DATA (no 354)
+        raise _Refused(exc.smtp_code, exc.smtp_error, "DATA") from exc
+    if code != 250:
+        raise _Refused(code, reply, "end of DATA")
+    return f"{code} {reply.decode('utf-8', 'replace')}"
+
+
+def _record(pk: int, state: str, from_states: tuple[str, ...], **fields: object) -> bool:
+    done = Alert.objects.filter(pk=pk, state__in=from_states).update(state=state, **fields)
+    if done:
+        alert = Alert.objects.values("comparison_id", "change_point_id").get(pk=pk)
+        log.info("alert state", alert=pk, comparison=alert["comparison_id"],
+                 change_point=alert["change_point_id"], state=state,
+                 reason=str(fields.get("last_error", ""))[:200])  # fmt: skip
+    return bool(done)
+
+
+def _retry_later(pk: int, error: str) -> TransientMailError:
+    _record(pk, State.QUEUED, (State.QUEUED, State.SENDING), last_error=storable(error))
+    return TransientMailError(error)
+
+
+def _checked(alert: Alert) -> str | None:
+    """Why the alert may not go out (any more): opted out, or no longer allowed to see a
+    restricted comparison; None when it may."""
+    if opted_out(alert.recipient):
+        return "the address opted out before the mail was sent"
+    c = alert.comparison
+    if (c is not None and c.visibility == Comparison.Visibility.RESTRICTED
+            and not _member_may_see(alert.recipient, c)):  # fmt: skip
+        return "the comparison is restricted and this address's account may not see it"
+    return None
+
+
+def deliver(alert_id: int) -> str:
+    """Send one alert's mail, at most once; returns the row's state. Raises
+    TransientMailError when the server did not take it this time (the row is queued
+    again: retry later)."""
+    with transaction.atomic():
+        alert = (
+            Alert.objects.select_for_update(of=("self",))
+            .select_related("comparison")
+            .get(pk=alert_id)
+        )
+        if alert.state == State.SENDING:
+            # A previous attempt marked it and never recorded the outcome: it died between
+            # the SMTP transaction's start and its record. Do not send it again.
+            _record(alert.pk, State.UNKNOWN, (State.SENDING,), last_error=IN_DOUBT)
+            return State.UNKNOWN
+        if alert.state != State.QUEUED:
+            return alert.state  # a duplicate task: done already
+        why_not = _checked(alert)
+        if why_not:
+            _record(alert.pk, State.SKIPPED, (State.QUEUED,), last_error=why_not)
+            return State.SKIPPED
+    msg = render(alert)
+    data = msg.as_bytes()  # CRLF line endings (the message's SMTP policy)
+    sender = parseaddr(settings.RCUBENCH_MAIL_FROM)[1]
+    backend = get_connection(fail_silently=False)
+    assert isinstance(backend, EmailBackend)  # noqa: S101 - alerts need the SMTP backend
+    try:
+        backend.open()
+    except (OSError, smtplib.SMTPException) as exc:  # refused, timed out, 421 greeting
+        Alert.objects.filter(pk=alert.pk).update(attempts=F("attempts") + 1)
+        raise _retry_later(alert.pk, f"connecting to {backend.host}:{backend.port}: "
+                                     f"{type(exc).__name__}: {exc}") from exc  # fmt: skip
+    try:
+        # Committed before the transaction starts: a worker that dies from here on leaves
+        # the row in `sending`, which the next attempt reads as "may have been sent".
+        if not _record(alert.pk, State.SENDING, (State.QUEUED,), sending_at=timezone.now(),
+                       attempts=F("attempts") + 1):  # fmt: skip
+            return Alert.objects.get(pk=alert.pk).state  # another task took it meanwhile
+        smtp = backend.connection
+        assert smtp is not None  # noqa: S101 - open() succeeded
+        in_data = False
+        try:
+            _envelope(smtp, sender, alert.recipient)
+            in_data = True
+            reply = _data(smtp, data)
+        except _Refused as exc:
+            if 400 <= exc.code < 500:
+                raise _retry_later(alert.pk, exc.reply) from exc
+            _record(alert.pk, State.FAILED, (State.SENDING, State.UNKNOWN),
+                    last_error=storable(str(exc)), smtp_reply=storable(exc.reply))  # fmt: skip
+            return State.FAILED
+        except (OSError, smtplib.SMTPException) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            if not in_data:
+                raise _retry_later(alert.pk, error) from exc
+            _record(alert.pk, State.UNKNOWN, (State.SENDING,),
+                    last_error=storable(f"{error}; {IN_DOUBT}"))  # fmt: skip
+            return State.UNKNOWN
+        # From `unknown` too: a duplicate task may have judged this attempt dead meanwhile;
+        # this one knows better.
+        _record(alert.pk, State.SENT, (State.SENDING, State.UNKNOWN), sent_at=timezone.now(),
+                smtp_reply=storable(reply), last_error="")  # fmt: skip
+        return State.SENT
+    finally:
+        # The outcome is recorded; a failed QUIT changes nothing.
+        with contextlib.suppress(OSError, smtplib.SMTPException):
+            backend.close()
+
+
+def give_up(alert_id: int, error: str, attempts: int) -> None:
+    """The retries are used up: the mail failed for good."""
+    _record(alert_id, State.FAILED, (State.QUEUED,),
+            last_error=storable(f"gave up after {attempts} attempts; last: {error}"))  # fmt: skip
+
+
+def retry_countdown(retries: int) -> float:
+    """Seconds before the next attempt: exponential from the settings' backoff, at most an
+    hour, with jitter so that a server back from an outage is not hit all at once."""
+    base = float(settings.RCUBENCH_MAIL_RETRY_BACKOFF_SECONDS)
+    return min(3600.0, base * 2**retries) * random.uniform(0.5, 1.0)  # noqa: S311
+
+
+# --- subscriptions ------------------------------------------------------------------------
+
+
+def subscriptions_of(user: User) -> list[Subscription]:
+    return list(Subscription.objects.filter(user=user).select_related("tree"))
+
+
+def subscribe(user: User, tree: Tree | None, benchmark: str, kinds: list[str]) -> Subscription:
+    """A subscription of the user's account (the form limits `tree` to those they see)."""
+    return Subscription.objects.create(user=user, tree=tree, benchmark=benchmark, kinds=kinds)
+
+
+def unsubscribe_one(user: User, pk: int) -> bool:
+    """Delete one of the user's own subscriptions; False when it is not theirs."""
+    deleted, _ = Subscription.objects.filter(user=user, pk=pk).delete()
+    return bool(deleted)
+
+
+# --- the comparison page ------------------------------------------------------------------
+
+
+def alerts_for_page(user: AnyUser, comparison: Comparison) -> list[Alert] | None:
+    """The comparison's alerts (to whom, when, outcome) for its tree's admins and staff;
+    None for anyone else (recipients' addresses are not for every reader)."""
+    if not user.is_authenticated or not access.is_tree_admin(user, comparison.revision_a.tree):
+        return None
+    return list(Alert.objects.filter(comparison=comparison).order_by("created_at", "pk"))

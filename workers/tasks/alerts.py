@@ -1,0 +1,47 @@
+"""Alert mail tasks (control queue): thin, the decisions and the delivery are in
+webapp.alerts.services."""
+
+from typing import Any
+
+from workers.celery_app import CONTROL_TIME_LIMIT, SOFT_MARGIN, app
+from workers.routing import NOTIFY_CHANGE_POINT, NOTIFY_COMPARISON, SEND_ALERT
+
+# Database work and one SMTP transaction (EMAIL_TIMEOUT per socket operation).
+_SOFT = CONTROL_TIME_LIMIT - SOFT_MARGIN
+
+
+@app.task(name=NOTIFY_COMPARISON, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
+def notify_comparison_task(comparison_id: int) -> int:
+    from webapp.alerts.services import notify_comparison
+
+    return len(notify_comparison(comparison_id))
+
+
+@app.task(name=NOTIFY_CHANGE_POINT, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
+def notify_change_point_task(change_point_id: int) -> int:
+    from webapp.alerts.services import notify_change_point
+
+    return len(notify_change_point(change_point_id))
+
+
+@app.task(name=SEND_ALERT, bind=True, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
+def send_alert_task(self: Any, alert_id: int) -> str:
+    """One alert's mail. A transient failure (4xx, refused or timed-out connection) is
+    retried with exponential backoff up to RCUBENCH_MAIL_MAX_RETRIES times, then recorded
+    as failed. The row's state, not this task, guarantees at most one mail: a duplicate or
+    redelivered message finds it sent, or in `sending` and records it as unknown."""
+    from django.conf import settings
+
+    from webapp.alerts import services
+
+    try:
+        return services.deliver(alert_id)
+    except services.TransientMailError as exc:
+        retries = self.request.retries
+        if retries >= settings.RCUBENCH_MAIL_MAX_RETRIES:
+            services.give_up(alert_id, str(exc), retries + 1)
+            return services.State.FAILED
+        raise self.retry(
+            exc=exc, countdown=services.retry_countdown(retries),
+            max_retries=settings.RCUBENCH_MAIL_MAX_RETRIES,
+        ) from exc  # fmt: skip
