@@ -13,6 +13,16 @@ side_b=(--series demo/0001-rcu-fqs-one-more-jiffy-demo.mbox)
 if [ "${RCUBENCH_DEMO_AA:-0}" = 1 ]; then
   side_b=()
 fi
+# The demo's regression is mailed (issue 18): a subscription of a local address to the
+# tree's regressions, delivered to `make up`'s mail sink (var/mail/new/).
+.venv/bin/python manage.py shell --no-imports -c '
+from webapp.alerts.models import Subscription
+from webapp.trees.models import Tree
+tree = Tree.objects.filter(name="linux-6.12").first()
+if tree is not None:
+    Subscription.objects.get_or_create(address="demo@localhost", tree=tree, benchmark="")
+' 2>/dev/null || echo "demo: could not subscribe demo@localhost to the tree's regressions" >&2
+mails_before=$(ls var/mail/new 2>/dev/null | wc -l)
 .venv/bin/python manage.py compare --tree linux-6.12 --base "$BASE" "${side_b[@]}" \
   --bench sync-rcu-latency --arch x86_64 --runs 24 --max-runs 96 "$@"
 url=$(.venv/bin/python -c 'import django, os
@@ -21,3 +31,17 @@ from django.conf import settings
 print(settings.RCUBENCH_PUBLIC_URL.rstrip("/"))' 2>/dev/null)
 echo "web app: $url/comparisons/ (reports are public); to submit at $url/submit/ or use"
 echo "  the API ($url/api/v1/), log in at $url/accounts/login/ as admin, password in var/admin-password"
+
+# The mail goes out once the comparison is done (a worker task): wait for it briefly.
+for _ in $(seq 30); do
+  [ "$(ls var/mail/new 2>/dev/null | wc -l)" -gt "$mails_before" ] && break
+  sleep 1
+done
+newest=$(ls -t var/mail/new 2>/dev/null | head -1)
+if [ -n "$newest" ] && [ "$(ls var/mail/new | wc -l)" -gt "$mails_before" ]; then
+  echo "mail to demo@localhost (a reply in the demo patch's thread): var/mail/new/$newest"
+  grep -m4 -E '^(Subject|In-Reply-To|References|Message-ID):' "var/mail/new/$newest" | sed 's/^/  /'
+  echo "  read it with: mutt -f var/mail"
+else
+  echo "no mail: only a regression is mailed to demo@localhost (make up's mail sink: var/mail/)"
+fi

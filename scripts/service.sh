@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Start or stop rcubench locally: gunicorn on 127.0.0.1:8000 (as the unprivileged user
-# rcubench when started as root), one Celery worker on every queue, Celery beat. `up` is
-# idempotent (running parts are left alone) and waits for /healthz; `down` stops what `up`
-# started. A list after up/down (web, worker, beat) acts on those parts only.
+# rcubench when started as root), one Celery worker on every queue, Celery beat, and a
+# local mail sink (aiosmtpd on 127.0.0.1:8025, every message a file in var/mail/new/) where
+# the alerts go unless EMAIL_HOST names another server. `up` is idempotent (running parts
+# are left alone) and waits for /healthz; `down` stops what `up` started. A list after
+# up/down (web, worker, beat, mail) acts on those parts only.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,6 +50,21 @@ ensure_admin() {
   DJANGO_SUPERUSER_PASSWORD=$(cat "$pwfile") "$BIN/python" manage.py createsuperuser \
     --noinput --username admin --email admin@localhost >/dev/null
   echo "admin: created superuser 'admin' (password in $pwfile)"
+}
+
+# The mail sink runs where the alerts are sent to this machine (EMAIL_HOST 127.0.0.1, the
+# default, at EMAIL_PORT, default 8025: the environment, else .env); an EMAIL_HOST naming
+# another server is a real one, and no sink starts.
+env_value() { sed -n "s/^$1=//p" "$ROOT/.env" 2>/dev/null | tail -1; }
+MAIL_HOST=${EMAIL_HOST:-$(env_value EMAIL_HOST)}
+MAIL_PORT=${EMAIL_PORT:-$(env_value EMAIL_PORT)}
+MAIL_PORT=${MAIL_PORT:-8025}
+local_mail() { [ "${MAIL_HOST:-127.0.0.1}" = 127.0.0.1 ]; }
+start_mail_sink() {
+  mkdir -p "$VAR/mail/tmp" "$VAR/mail/new" "$VAR/mail/cur"  # a Maildir
+  nohup "$BIN/python" -m aiosmtpd -n -l "127.0.0.1:$MAIL_PORT" -c aiosmtpd.handlers.Mailbox \
+    "$VAR/mail" >>"$LOG/mail.log" 2>&1 </dev/null &
+  echo $! >"$(pidfile mail)"
 }
 
 # The web server never runs as root: started as root, it drops to $WEB_USER (created by
@@ -96,6 +113,11 @@ up() {
       --detach --umask 022 \
       --concurrency 1 --hostname "local@%h" --pidfile "$(pidfile worker)" --logfile "$LOG/worker.log"
   fi
+  if wants mail && local_mail; then
+    # A debugging SMTP server for this machine: the alerts' real messages, one file each
+    # (a Maildir: var/mail/new/), readable with `mutt -f var/mail`.
+    start mail start_mail_sink
+  fi
   if wants beat; then
     RCUBENCH_LOG_FILE=$LOG/beat.log start beat "$BIN/celery" -A workers.celery_app beat --detach \
       --schedule "$RUN/celerybeat-schedule" --pidfile "$(pidfile beat)" --logfile "$LOG/beat.log"
@@ -117,7 +139,8 @@ up() {
 rcubench is up.
   admin    http://$ADDR/admin/      (user admin, password in $VAR/admin-password)
   health   http://$ADDR/healthz     $health
-  logs     $LOG/{web,worker,beat}.log
+  logs     $LOG/{web,worker,beat,mail}.log
+  mail     $VAR/mail/new/   (the alerts, when EMAIL_HOST is this machine: mutt -f $VAR/mail)
   stop     make down
 EOF
 }
@@ -146,19 +169,19 @@ stop() {
 
 down() {
   local name
-  for name in beat worker web; do
+  for name in mail beat worker web; do
     if wants "$name"; then stop "$name"; fi
   done
 }
 
 command=${1:-}
 shift || true
-PARTS=${*:-web worker beat}
+PARTS=${*:-web worker beat mail}
 for part in $PARTS; do
-  case "$part" in web | worker | beat) ;; *) echo "$0: unknown part $part" >&2; exit 2 ;; esac
+  case "$part" in web | worker | beat | mail) ;; *) echo "$0: unknown part $part" >&2; exit 2 ;; esac
 done
 case "$command" in
   up) up ;;
   down) down ;;
-  *) echo "usage: $0 up|down [web] [worker] [beat]" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down [web] [worker] [beat] [mail]" >&2; exit 2 ;;
 esac

@@ -2,11 +2,13 @@
 no default password; Ansible parses; the production settings pass `check --deploy`; `make up`
 runs gunicorn unprivileged."""
 
+import email
 import json
 import os
 import pwd
 import secrets
 import shutil
+import smtplib
 import socket
 import subprocess
 import sys
@@ -238,6 +240,35 @@ def test_make_up_runs_gunicorn_as_an_unprivileged_user(service_env):
     down = subprocess.run(["bash", "scripts/service.sh", "down", "web"], cwd=ROOT,
                           env=service_env, capture_output=True, text=True, check=False)  # fmt: skip
     assert "web: stopped" in down.stdout, down.stdout + down.stderr
+
+
+def test_make_up_starts_a_local_mail_sink_that_keeps_each_message(service_env):
+    """`make up` runs aiosmtpd where alerts go to this machine: a message sent to it is a
+    file under var/mail/new/, as sent (what `make demo` tells a developer to read)."""
+    port = _free_port()
+    env = {**service_env, "EMAIL_HOST": "127.0.0.1", "EMAIL_PORT": str(port)}
+    try:
+        up = subprocess.run(["bash", "scripts/service.sh", "up", "mail"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
+        assert up.returncode == 0, up.stdout + up.stderr
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                smtp = smtplib.SMTP("127.0.0.1", port, timeout=5)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the mail sink does not listen"
+                time.sleep(0.2)
+        with smtp:
+            raw = b"Subject: [rcubench] test\r\nMessage-ID: <t@x>\r\n\r\nbody\r\n"
+            smtp.sendmail("rcubench@localhost", ["dev@example.org"], raw)
+        (kept,) = (Path(service_env["RCUBENCH_VAR_DIR"]) / "mail" / "new").iterdir()
+        message = email.message_from_bytes(kept.read_bytes())
+        assert (message["Subject"], message["Message-ID"]) == ("[rcubench] test", "<t@x>")
+    finally:
+        down = subprocess.run(["bash", "scripts/service.sh", "down", "mail"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, check=False)  # fmt: skip
+    assert "mail: stopped" in down.stdout, down.stdout + down.stderr
 
 
 def test_ansible_worker_playbook_parses():

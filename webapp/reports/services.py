@@ -37,6 +37,7 @@ from benchmarks import registry
 from benchmarks.spec import BenchmarkSpec, Kind
 from webapp import access
 from webapp.access import AnyUser
+from webapp.alerts.models import Alert
 from webapp.analysis.engine import FAILURE_STATISTIC, SEVERITY, contention_differs
 from webapp.analysis.models import MetricVerdict
 from webapp.analysis.services import counted_runs, failure_counts
@@ -995,6 +996,7 @@ class ComparisonPage:
     report: Report | None = None
     live: Live | None = None  # None once it is done: nothing polls
     can_cancel: bool = False
+    alerts: list[Alert] | None = None  # its mails, for the tree's admins and staff only
 
 
 def comparison_page(user: AnyUser, pk: int) -> ComparisonPage:
@@ -1007,12 +1009,17 @@ def comparison_page(user: AnyUser, pk: int) -> ComparisonPage:
         ),
         pk=pk,
     )
+    # The mails are not for every reader: outside the cached body. (Imported here: the
+    # alerts' mail is built from this module's report parts.)
+    from webapp.alerts.services import alerts_for_page
+
+    alerts = alerts_for_page(user, c)
     if c.state == ComparisonState.DONE:
-        return ComparisonPage(id=c.pk, done=True, body=done_report_html(c))
+        return ComparisonPage(id=c.pk, done=True, body=done_report_html(c), alerts=alerts)
     full = report_queryset().get(pk=c.pk)
     return ComparisonPage(
         id=c.pk, done=False, body=None, report=comparison_report(full),
-        live=live_state(full), can_cancel=access.can_cancel(user, full),
+        live=live_state(full), can_cancel=access.can_cancel(user, full), alerts=alerts,
     )  # fmt: skip
 
 

@@ -32,6 +32,7 @@ from webapp.comparisons.models import Comparison, Measurement
 from webapp.states import Result, State
 from webapp.trees.models import Tree
 from webapp.watch.models import ChangePoint, Push
+from workers import dispatch
 
 log = logs.get(__name__)
 
@@ -247,12 +248,16 @@ def _store(
     """Create the row; None when a concurrent call stored it first (the unique constraint)."""
     try:
         with transaction.atomic():
-            return ChangePoint.objects.create(
+            row = ChangePoint.objects.create(
                 tree=tree, branch=s.branch, benchmark=s.benchmark, metric=s.metric,
                 target_id=s.target_id, push_id=push_id, before_median=cp.before_median,
                 after_median=cp.after_median, change_pct=cp.change_pct,
                 regression=changepoints.is_regression(cp.change_pct, s.lower_is_better),
             )  # fmt: skip
+            # Mailed like any regression (webapp.alerts): on commit, to the tree's
+            # subscribers who asked for change points.
+            dispatch.send_notify_change_point(row.pk)
+            return row
     except IntegrityError:
         return None
 

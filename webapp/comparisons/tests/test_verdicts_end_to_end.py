@@ -28,9 +28,12 @@ from html import unescape
 from pathlib import Path
 
 import pytest
+from aiosmtpd.controller import Controller
 from django.db import connection
 from django.test import Client
 
+from webapp.alerts.models import Subscription
+from webapp.alerts.tests.conftest import Handler, free_port
 from webapp.analysis.engine import FAILURE_METRIC, IMPROVEMENT, REGRESSION, RELIABILITY
 from webapp.analysis.services import design_for
 from webapp.analysis.stats import reliability_level
@@ -260,6 +263,10 @@ def _reliability_row(html: str, side: str) -> list[str]:
     return [re.sub(r"<[^>]+>", "", cell).strip() for cell in cells]
 
 
+PANIC_PATCH_ID = "<20261124-rcubench-test-random-panic-1@rcubench.invalid>"
+PANIC_SUBJECT = "[PATCH] init: Panic in 85% of boots, at random (rcubench test)"
+
+
 def test_a_kernel_that_panics_at_random_is_a_reliability_regression(celery_processes, worker_env):
     """B = BASE_TAG + a patch that panics in 85% of boots; A never panics. A failed run is
     replaced (in a fresh AB/BA pair) until its slot had RCUBENCH_RUN_ATTEMPTS (3) boots;
@@ -270,9 +277,31 @@ def test_a_kernel_that_panics_at_random_is_a_reliability_regression(celery_proce
     replacement pairs, FIFO) stops at about A 15 boots, 0 failed, vs B 16 boots, 13-14
     panicked, and leaves Boschloo's one-sided p above 0.01 in 1 of 10,000 comparisons
     (Fisher's, more conservative, in 3)."""
+    # The regression is mailed (issue 18): to a list subscribed to every tree's
+    # regressions and to the patch's author, both through a real SMTP server on loopback.
+    smtp, port = Handler(), free_port()
+    controller = Controller(smtp, hostname="127.0.0.1", port=port)
+    controller.start()
+    Subscription.objects.create(address="rcu-list@example.org", tree=None)
     c = _submit(runs=PANIC_RUNS, series_mbox=RANDOM_PANIC_MBOX.read_bytes())
-    celery_processes.start_worker(**worker_env)
-    _done(c, celery_processes, timeout=1500)
+    try:
+        celery_processes.start_worker(**worker_env, EMAIL_HOST="127.0.0.1", EMAIL_PORT=str(port))
+        _done(c, celery_processes, timeout=1500)
+        deadline = time.monotonic() + 120
+        while len(smtp.received) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        controller.stop()
+    mails = {r.rcpt_tos[0]: r.message for r in smtp.received}
+    assert set(mails) == {"rcu-list@example.org", "test@rcubench.invalid"}, celery_processes.logs()
+    for mail in mails.values():  # threaded under the patch's own message, in the headers
+        assert mail["In-Reply-To"] == PANIC_PATCH_ID
+        assert PANIC_PATCH_ID in mail["References"]
+        assert (
+            mail["Subject"] == "Re: [PATCH] init: Panic in 85% of boots, at random (rcubench test)"
+        )
+        assert mail["Auto-Submitted"] == "auto-generated"
+        assert "reliability-regression" in mail.get_content()
     _print_runs(c)
     assert (c.state, c.result, c.error_code) == ("done", "ok", ""), c.error_message
     assert c.verdict == RELIABILITY
