@@ -35,6 +35,7 @@ WATCH_TICK = "rcubench.control.watch_tick"
 NOTIFY_COMPARISON = "rcubench.control.notify_comparison"
 NOTIFY_CHANGE_POINT = "rcubench.control.notify_change_point"
 SEND_ALERT = "rcubench.control.send_alert"
+RESEND_LOST_ALERTS = "rcubench.control.resend_lost_alerts"
 
 
 class UnroutedTask(ValueError):

@@ -16,6 +16,7 @@ import random
 import re
 import smtplib
 from dataclasses import dataclass
+from datetime import timedelta
 from email.message import EmailMessage
 from email.utils import parseaddr
 
@@ -455,6 +456,28 @@ def deliver(alert_id: int) -> str:
         # The outcome is recorded; a failed QUIT changes nothing.
         with contextlib.suppress(OSError, smtplib.SMTPException):
             backend.close()
+
+
+# A queued alert whose task message the broker lost is sent again from its row (the
+# database is the state machine, not the broker): one never tried after LOST_AFTER, or
+# one waiting for a retry past the longest backoff (an hour) by as much again.
+LOST_AFTER = timedelta(minutes=10)
+RETRY_LOST_AFTER = timedelta(hours=2)
+
+
+def resend_lost() -> int:
+    """Periodic (beat): send the task again for queued alerts whose message was lost.
+    Harmless when it was not: the row's state makes a second task a no-op."""
+    now = timezone.now()
+    lost = Alert.objects.filter(state=State.QUEUED).filter(
+        Q(attempts=0, created_at__lt=now - LOST_AFTER)
+        | Q(attempts__gt=0, sending_at__lt=now - RETRY_LOST_AFTER)
+    )
+    pks = list(lost.values_list("pk", flat=True))
+    for pk in pks:
+        log.info("alert resent", alert=pk, reason="its task message was lost")
+        dispatch.send_alert(pk)
+    return len(pks)
 
 
 def give_up(alert_id: int, error: str, attempts: int) -> None:

@@ -4,7 +4,7 @@ webapp.alerts.services."""
 from typing import Any
 
 from workers.celery_app import CONTROL_TIME_LIMIT, SOFT_MARGIN, app
-from workers.routing import NOTIFY_CHANGE_POINT, NOTIFY_COMPARISON, SEND_ALERT
+from workers.routing import NOTIFY_CHANGE_POINT, NOTIFY_COMPARISON, RESEND_LOST_ALERTS, SEND_ALERT
 
 # Database work and one SMTP transaction (EMAIL_TIMEOUT per socket operation).
 _SOFT = CONTROL_TIME_LIMIT - SOFT_MARGIN
@@ -45,3 +45,10 @@ def send_alert_task(self: Any, alert_id: int) -> str:
             exc=exc, countdown=services.retry_countdown(retries),
             max_retries=settings.RCUBENCH_MAIL_MAX_RETRIES,
         ) from exc  # fmt: skip
+
+
+@app.task(name=RESEND_LOST_ALERTS, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
+def resend_lost_alerts_task() -> int:
+    from webapp.alerts.services import resend_lost
+
+    return resend_lost()

@@ -256,3 +256,41 @@ def test_alerts_are_listed_for_the_trees_admins_and_staff_only(smtp):
     assert [a.recipient for a in listed] == ["dev@example.org"]
     assert services.alerts_for_page(staff, c) is not None
     assert services.alerts_for_page(submitter, c) is None
+
+
+def test_a_queued_alert_whose_message_was_lost_is_sent_again(
+    smtp, django_capture_on_commit_callbacks
+):
+    """The broker lost the task (never tried, or a retry past the longest backoff): the
+    beat's resend_lost sends it again; a fresh one and one in its backoff are left alone."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from webapp.alerts import services
+    from webapp.alerts.models import Alert
+
+    c = make_comparison()
+    now = timezone.now()
+
+    def alert(n: int, **kw):
+        return Alert.objects.create(
+            comparison=c, kind="regression", recipient=f"r{n}@example.org", subject="s",
+            message_id=f"<m{n}@x>", **kw,
+        )  # fmt: skip
+
+    never_tried = alert(1)
+    fresh = alert(2)
+    backing_off = alert(3, attempts=1, sending_at=now - timedelta(minutes=30))
+    lost_retry = alert(4, attempts=2, sending_at=now - timedelta(hours=3))
+    sent = alert(5, state="sent")
+    Alert.objects.filter(pk__in=[never_tried.pk, backing_off.pk, lost_retry.pk, sent.pk]).update(
+        created_at=now - timedelta(hours=4)
+    )
+    assert fresh.pk  # created now: its task is on its way
+    with django_capture_on_commit_callbacks() as sent_tasks:
+        assert services.resend_lost() == 2
+    assert len(sent_tasks) == 2
+    assert services.deliver(never_tried.pk) == "sent"
+    assert services.deliver(lost_retry.pk) == "sent"
+    assert len(smtp.received) == 2
