@@ -9,7 +9,13 @@ from webapp.alerts import services
 from webapp.alerts.models import Alert, Subscription
 from webapp.alerts.tests.conftest import AUTHOR, COVER_ID, PATCH_IDS, make_comparison
 from webapp.factories import MembershipFactory, UserFactory
-from workers.tasks.alerts import send_alert_task
+from workers.celery_app import app
+from workers.routing import SEND_ALERT
+
+# The task by its stable name, as a worker runs it (webapp never imports workers.tasks:
+# the layer contract); the app loads its task modules on demand.
+app.loader.import_default_modules()
+send_alert_task = app.tasks[SEND_ALERT]
 
 pytestmark = pytest.mark.django_db
 
