@@ -20,6 +20,7 @@ import pytest
 from workers.build import kconfig
 from workers.build.arch import profile
 from workers.build.builder import BuildError, build_kernel
+from workers.build.git import mirror_path
 from workers.build.tests.conftest import BASE_TAG, DEFAULT_TREE, FIXTURES
 
 
@@ -72,10 +73,12 @@ def victim(scratch) -> Path:
 
 
 def _slot(build_settings, request) -> Path:
-    """The slot of the session's x86_64 benchmark kernel (other tests make other slots)."""
+    """The slot of the session's x86_64 benchmark kernel: the default tree's (other tests
+    make other slots, other trees too: a watched tree's push builds in its own)."""
     arch = profile("x86_64")
     chash = kconfig.config_hash(arch, kconfig.merge(arch, request.fragments))
-    (slot,) = (build_settings.root / "slots").glob(f"*-x86_64-{chash[:12]}")
+    tree = mirror_path(build_settings.mirrors, request.tree_url).name.removesuffix(".git")
+    (slot,) = (build_settings.root / "slots").glob(f"{tree}-x86_64-{chash[:12]}")
     return slot
 
 
