@@ -104,6 +104,17 @@ class WorkerProcesses:
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _targets_need_no_worker() -> None:
+    """Tests submit without a worker serving the target: the served-target check is off, in
+    this process and in the workers and commands it starts (their environment). The tests of
+    the check (webapp/comparisons/tests/test_serving.py) turn it on with `settings`."""
+    from django.conf import settings
+
+    os.environ["RCUBENCH_REQUIRE_SERVED_TARGETS"] = "0"
+    settings.RCUBENCH_REQUIRE_SERVED_TARGETS = False
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _tasks_go_to_the_test_broker() -> None:
     """Every task a test sends (a submission's first step, sent on commit in live-server
     tests) goes to the test broker, never to the default one that a `make up` worker on

@@ -108,7 +108,8 @@ up() {
       --error-logfile "$LOG/gunicorn.log" --access-logfile "$LOG/web-access.log"
   fi
   if wants worker; then
-    # No -Q: the worker consumes every queue the app declares (control, build, analysis, bench.*).
+    # No -Q: the worker consumes every queue the app declares (control, build, analysis, bench.*),
+    # and the queue of every enabled target matching RCUBENCH_SERVE (workers/serving.py).
     RCUBENCH_LOG_FILE=$LOG/worker.log start worker "$BIN/celery" -A workers.celery_app worker \
       --detach --umask 022 \
       --concurrency 1 --hostname "local@%h" --pidfile "$(pidfile worker)" --logfile "$LOG/worker.log"

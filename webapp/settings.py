@@ -199,6 +199,15 @@ CELERY_TIMEZONE = TIME_ZONE
 LIBVIRT_URI = env.str("LIBVIRT_URI", default="qemu:///system")
 # Benchmark queues served by this deployment, one per Target ("bench.<target name>").
 RCUBENCH_BENCH_TARGETS = env.list("RCUBENCH_BENCH_TARGETS", default=["qemu-x86_64", "qemu-ppc64le"])
+# Which targets this host's bench workers serve (workers/serving.py): fnmatch patterns over
+# Target names (e.g. "qemu-*,lab-power9"). A worker that starts on a bench queue consumes the
+# queue of every enabled Target matching them, read again every RCUBENCH_SERVE_POLL_SECONDS,
+# and records so in the database (ServedQueue). Unset: the targets of the bench queues the
+# worker starts with (its -Q; without -Q, RCUBENCH_BENCH_TARGETS).
+RCUBENCH_SERVE = env.list("RCUBENCH_SERVE", default=None)
+RCUBENCH_SERVE_POLL_SECONDS = env.float("RCUBENCH_SERVE_POLL_SECONDS", default=30.0)
+# A submission to a target that no worker has recorded serving (within 3 polls) is refused.
+RCUBENCH_REQUIRE_SERVED_TARGETS = env.bool("RCUBENCH_REQUIRE_SERVED_TARGETS", default=True)
 # A running run whose heartbeat is older than this is presumed lost (worker killed, host down).
 RCUBENCH_RUN_STALE_SECONDS = env.int("RCUBENCH_RUN_STALE_SECONDS", default=300)
 RCUBENCH_REAPER_INTERVAL_SECONDS = env.int("RCUBENCH_REAPER_INTERVAL_SECONDS", default=60)

@@ -27,6 +27,7 @@ from workers.routing import (
     all_queues,
     route_task,
 )
+from workers.serving import ServeTargets
 
 app = Celery(
     "rcubench",
@@ -43,6 +44,9 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_routes = (route_task,)
 app.conf.task_queues = [Queue(name) for name in all_queues(settings.RCUBENCH_BENCH_TARGETS)]
 app.conf.task_default_queue = CONTROL
+# A worker started on a bench queue serves every enabled Target matching RCUBENCH_SERVE,
+# picking up new ones while it runs (workers/serving.py).
+app.steps["consumer"].add(ServeTargets)
 
 # --- Hard time limits (seconds), one per kind of task ---
 # A task past its hard limit has its pool process killed and is acknowledged, not

@@ -266,3 +266,22 @@ class Measurement(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run}: {self.benchmark}/{self.metric}"
+
+
+class ServedQueue(models.Model):
+    """A worker's heartbeat for a bench queue it consumes (workers/serving.py upserts it at
+    every poll, with the database's clock): a target whose queue has no recent row has no
+    worker, and submitting to it is refused (webapp/comparisons/serving.py)."""
+
+    queue = models.CharField(max_length=80)
+    worker = models.CharField(max_length=255, help_text="The worker's Celery hostname.")
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["queue", "worker"]
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "worker"], name="served_queue_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue} by {self.worker}"

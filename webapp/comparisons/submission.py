@@ -20,7 +20,7 @@ from benchmarks.registry import get as get_benchmark
 from benchmarks.spec import BenchmarkSpec
 from webapp import access, logs
 from webapp.analysis import defaults
-from webapp.comparisons import preflight
+from webapp.comparisons import preflight, serving
 from webapp.comparisons.models import Comparison, Target
 from webapp.trees.models import PatchSeries, Revision, Tree
 from webapp.trees.services import DEFAULT_TREE, InvalidSeries, default_tree, store_series
@@ -157,6 +157,10 @@ def _target(name: str, arch: str) -> Target:
         raise SubmissionError("arch", f"target {target.name} is {target.arch}, not {arch}")
     if not target.enabled:
         raise SubmissionError("target", f"target {target.name} is disabled")
+    if settings.RCUBENCH_REQUIRE_SERVED_TARGETS:  # else it would wait in its queue forever
+        reason = serving.unserved_reason(target)
+        if reason:
+            raise SubmissionError("target", reason)
     return target
 
 
