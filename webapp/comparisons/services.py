@@ -17,6 +17,7 @@ from webapp.comparisons.consoles import console_dir
 from webapp.comparisons.models import Measurement, Run
 from webapp.states import Result, State, end_silent_steps, finish_step, heartbeat, log_state
 from webapp.text import storable
+from workers.console import RunOutcome, clip, console_bytes
 from workers.vm import outcomes, runner
 
 if TYPE_CHECKING:
@@ -111,19 +112,19 @@ def execute_run(run_id: int) -> Run | None:
     return record_outcome(run, bench, out)
 
 
-def record_outcome(run: Run, bench: "Benchmark", out: runner.VMOutcome) -> Run | None:
+def record_outcome(run: Run, bench: "Benchmark", out: RunOutcome) -> Run | None:
     """End a running run with what its boot gave: the console (storable, at most
     RCUBENCH_CONSOLE_KEEP_BYTES of it), timings, and the measurements of an ok boot whose
     console parses, else the failure with its reason. Nothing in the console (any byte, any
     length) can make this fail: a run is never lost to what its kernel printed."""
     from benchmarks.spec import ParseError, RunContext
 
-    run.console_log = storable(runner.clip(out.console, settings.RCUBENCH_CONSOLE_KEEP_BYTES))
+    run.console_log = storable(clip(out.console, settings.RCUBENCH_CONSOLE_KEEP_BYTES))
     run.wall_seconds, run.ready_seconds = out.wall_seconds, out.ready_seconds
     _set_host_load(run, out.host)
     outcome, reason = out.outcome, out.reason
     cap = settings.RCUBENCH_CONSOLE_MAX_BYTES
-    if outcome == outcomes.OK and len(runner.console_bytes(out.console)) > cap:
+    if outcome == outcomes.OK and len(console_bytes(out.console)) > cap:
         # The VM runner stops at the cap; any runner that did not is held to it here.
         outcome, reason = outcomes.CONSOLE_OVERFLOW, f"the console passed its cap of {cap} bytes"
     if outcome != outcomes.OK:

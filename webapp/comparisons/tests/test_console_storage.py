@@ -1,5 +1,5 @@
 """The run service's record of a finished boot, fed hostile consoles the way the runner
-hands them over (VMOutcome): any byte, any length, garbled benchmark output. Each ends the
+hands them over (RunOutcome): any byte, any length, garbled benchmark output. Each ends the
 run with its outcome and stores its console; none loses the run. And console files go
 with their runs."""
 
@@ -14,8 +14,8 @@ from webapp.comparisons.models import Measurement, Run
 from webapp.factories import RunFactory
 from webapp.states import Result, State
 from webapp.text import storable
+from workers.console import RunOutcome
 from workers.vm.hostload import HostLoad
-from workers.vm.runner import VMOutcome
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +35,7 @@ def small_caps(settings):
 def _record(console: str, outcome: str = "ok", reason: str = "powered off",
             bench: Benchmark = SYNC) -> Run:  # fmt: skip
     run = RunFactory.create(state=State.RUNNING, benchmark=bench.spec.name)
-    out = VMOutcome(outcome, reason, console, wall_seconds=12.5, ready_seconds=1.5)
+    out = RunOutcome(outcome, reason, console, wall_seconds=12.5, ready_seconds=1.5)
     assert services.record_outcome(run, bench, out) is not None
     run.refresh_from_db()
     assert run.state == State.DONE
@@ -159,7 +159,7 @@ def _host(busy: float | None, steal: float = 0.01, pinned: bool = False) -> Host
 
 def _record_host(host: HostLoad | None, outcome: str = "ok", reason: str = "powered off") -> Run:
     run = RunFactory.create(state=State.RUNNING, benchmark=SYNC.spec.name)
-    out = VMOutcome(outcome, reason, CONSOLE, 12.5, 1.5, host)
+    out = RunOutcome(outcome, reason, CONSOLE, 12.5, 1.5, host)
     assert services.record_outcome(run, SYNC, out) is not None
     run.refresh_from_db()
     return run

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from workers.console import ConsoleFile, ConsoleScan, RunOutcome, clip, console_bytes, fatal_message
 from workers.vm import runner
-from workers.vm.runner import ConsoleScan, clip, console_bytes, fatal_message
 
 # The single alternation the runner used before the scan was made linear: the meaning kept.
 BEFORE = re.compile(
@@ -102,8 +102,8 @@ class _Domain:
         self.active, self.destroyed = False, True
 
 
-def _watch(path: Path, dom: _Domain, max_bytes: int = 4096) -> runner.VMOutcome:
-    console = runner._Console(path, max_bytes)
+def _watch(path: Path, dom: _Domain, max_bytes: int = 4096) -> RunOutcome:
+    console = ConsoleFile(path, max_bytes)
     try:
         return runner._watch(dom, console, time.monotonic(), 60, 60, None, lambda: None)
     finally:
@@ -139,7 +139,7 @@ def test_a_panic_printed_as_the_vm_stops_is_a_panic(tmp_path):
 
 def test_the_console_is_read_incrementally_across_virtlogd_rotation(tmp_path):
     log = tmp_path / "console.log"
-    console = runner._Console(log, 1 << 20)
+    console = ConsoleFile(log, 1 << 20)
     console.poll()  # not created yet
     log.write_bytes(b"one\n")
     console.poll()
