@@ -43,6 +43,9 @@ DEBIAN_PACKAGES=(
   libc6-dev-ppc64el-cross
   # Guest userspace and the default kernel tree for demos and tests.
   busybox-static linux-source-6.12
+  # The lab stand-in (vm-images/lab-standin.sh): a Debian guest the lab runner reaches over
+  # ssh, whose serial console it reads through socat.
+  debootstrap e2fsprogs openssh-client socat
   # Headless browser for the report page's end-to-end test (selenium).
   chromium chromium-driver
 )
@@ -281,6 +284,16 @@ while read -r line; do
     *) ok "${line#qemu-ppc64: ok   }" ;;
   esac
 done <<< "$qemu_out"
+
+# --- Lab stand-in: Debian's kernel with sshd and kexec-tools, a lab host to the runner -----
+# Its image is built once (a few minutes: debootstrap) and rebuilt only when its recipe
+# changes; the lab runner's tests and perf/lab_overhead.py boot it.
+standin_out=$(as_root bash "$ROOT/vm-images/lab-standin.sh" build "$DATA_DIR/lab-standin" 2>&1) ||
+  die "lab stand-in image: $standin_out"
+case "$standin_out" in
+  *"nothing to do"*) ok "lab stand-in image $DATA_DIR/lab-standin" ;;
+  *) did "build the lab stand-in image in $DATA_DIR/lab-standin" ;;
+esac
 
 # --- Python virtualenv -------------------------------------------------------------------
 stamp="$VENV/.rcubench-requirements.sha256"

@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "webapp.accounts",
     "webapp.watch",
     "webapp.webhooks",
+    "webapp.lab",
 ]
 
 MIDDLEWARE = [
@@ -260,6 +261,12 @@ RCUBENCH_CONTENTION_IMBALANCE = env.float(
 # vCPUs + 1 (libvirt cputune). Off where several bench workers share one host: each would
 # pin its guests to the same CPUs.
 RCUBENCH_VM_PIN = env.bool("RCUBENCH_VM_PIN", default=True)
+
+# --- lab hosts (workers/lab, webapp/lab) ---
+# Power cycles of a lab host that did not come back after a run before it is disabled.
+RCUBENCH_LAB_RECOVERY_TRIES = env.int("RCUBENCH_LAB_RECOVERY_TRIES", default=3)
+# How long a lab run waits for a host of its comparison's class to be free.
+RCUBENCH_LAB_HOST_WAIT_SECONDS = env.int("RCUBENCH_LAB_HOST_WAIT_SECONDS", default=1800)
 
 # --- comparisons (webapp/comparisons/orchestrator.py) ---
 # Where the web app is reached: report URLs printed by `./manage.py compare` and in mail.

@@ -70,6 +70,13 @@ BENCH_TIME_LIMIT = int(
     + 600  # waiting for the guest image's lock (workers/vm/images.py)
     + 600  # image, domain set-up and teardown, parsing a capped console, storing
 )
+# A lab run also waits for a free host, then brings it back: a boot, and as many power
+# cycles and boots as it may take, each at most 3600 s (LabHost.boot_timeout_seconds).
+LAB_TIME_LIMIT = int(
+    BENCH_TIME_LIMIT
+    + settings.RCUBENCH_LAB_HOST_WAIT_SECONDS
+    + (1 + settings.RCUBENCH_LAB_RECOVERY_TRIES) * (3600 + 120)
+)
 # Database work only: the state machine, the reapers, and the statistics of one look.
 CONTROL_TIME_LIMIT = 300
 # A watched push: the tree's mirror fetched (webapp/watch/baselines.py, 600 s at most), git

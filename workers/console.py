@@ -198,7 +198,7 @@ def clip(console: str, limit: int) -> str:
 
 
 def console_bytes(console: str) -> bytes:
-    """The console's bytes as the guest wrote them (VMOutcome.console decodes invalid UTF-8
+    """The console's bytes as the guest wrote them (RunOutcome.console decodes invalid UTF-8
     as surrogate escapes, so nothing is lost on the way)."""
     return console.encode("utf-8", "surrogateescape")
 

@@ -22,6 +22,7 @@ from workers.routing import (
     NOTIFY_COMPARISON,
     PROCESS_PUSH,
     RUN_BENCHMARK,
+    RUN_LAB_BENCHMARK,
     SEND_ALERT,
 )
 
@@ -35,9 +36,10 @@ def send_build(build_id: int) -> None:
     _send(BUILD_KERNEL, build_id)
 
 
-def send_run(run_id: int, queue: str) -> None:
-    """Carry out this Run on its target's queue (Target.queue)."""
-    _send(RUN_BENCHMARK, run_id, queue)
+def send_run(run_id: int, queue: str, *, lab: bool = False) -> None:
+    """Carry out this Run on its target's queue (Target.queue); a lab target's run by the
+    task with the lab's time limit."""
+    _send(RUN_LAB_BENCHMARK if lab else RUN_BENCHMARK, run_id, queue)
 
 
 def send_analysis(comparison_id: int) -> None:

@@ -24,6 +24,7 @@ _FIXED_ROUTES = {
 # register under these, workers/dispatch.py sends them.
 BUILD_KERNEL = "rcubench.build.build_kernel"
 RUN_BENCHMARK = "rcubench.bench.run_benchmark"
+RUN_LAB_BENCHMARK = "rcubench.bench.run_lab_benchmark"
 CONCLUDE_LOOK = "rcubench.analysis.conclude_look"
 ADVANCE_COMPARISON = "rcubench.control.advance_comparison"
 ADVANCE_UNFINISHED = "rcubench.control.advance_unfinished_comparisons"

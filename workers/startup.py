@@ -8,13 +8,20 @@ from celery.signals import worker_ready
 @worker_ready.connect
 def destroy_leftover_domains(sender: Any = None, **_: Any) -> None:
     """A worker killed mid-run leaves its VM running: destroy those of the targets this
-    worker serves when it starts again (the reaper has ended their runs as lost)."""
+    worker serves when it starts again (the reaper has ended their runs as lost). A lab
+    pool has no VMs: its hosts are taken over and power-cycled by the next run's claim."""
     from django.conf import settings
+    from django.db import connection
 
+    from webapp.comparisons.models import Target
     from webapp.comparisons.services import leftover_prefix
     from workers.vm.runner import destroy_leftovers
 
     queues = [q.name for q in sender.app.amqp.queues.consume_from.values()] if sender else []
-    for queue in queues:
-        if queue.startswith("bench."):
-            destroy_leftovers(settings.LIBVIRT_URI, leftover_prefix(queue.removeprefix("bench.")))
+    names = [q.removeprefix("bench.") for q in queues if q.startswith("bench.")]
+    labs = set(Target.objects.filter(name__in=names, kind=Target.Kind.LAB)
+               .values_list("name", flat=True))  # fmt: skip
+    connection.close()  # not inherited by pool processes forked later
+    for name in names:
+        if name not in labs:
+            destroy_leftovers(settings.LIBVIRT_URI, leftover_prefix(name))

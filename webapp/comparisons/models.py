@@ -63,6 +63,10 @@ class Target(models.Model):
         """The Celery queue whose workers run this target's benchmarks."""
         return bench_queue(self.name)
 
+    @property
+    def is_lab(self) -> bool:
+        return self.kind == self.Kind.LAB
+
 
 class ComparisonState(models.TextChoices):
     QUEUED = "queued"

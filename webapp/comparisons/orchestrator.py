@@ -280,7 +280,7 @@ def _add_run(
         why["pairs_with_replacement_of"] = pairs_with.pk
     log_state(run, run.state, comparison=c.pk, benchmark=benchmark, side=side, index=run.index,
               order=run.order, **why)  # fmt: skip
-    dispatch.send_run(run.pk, c.target.queue)
+    dispatch.send_run(run.pk, c.target.queue, lab=c.target.is_lab)
     return run
 
 
@@ -319,7 +319,7 @@ def _resend_lost_runs(c: Comparison, runs: list[Run]) -> None:
         if run.state == State.QUEUED and _stale(run.dispatched_at):
             Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now())
             log.info("message re-sent", comparison=c.pk, run=run.pk, task="run")
-            dispatch.send_run(run.pk, c.target.queue)
+            dispatch.send_run(run.pk, c.target.queue, lab=c.target.is_lab)
 
 
 def _resend_lost_builds(builds: list[Build]) -> None:

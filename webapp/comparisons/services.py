@@ -53,9 +53,10 @@ def reap_stale_runs(now: datetime | None = None) -> int:
 
 def execute_run(run_id: int) -> Run | None:
     """Carry out one queued run: boot the side's kernel once in a fresh VM on this worker,
-    run the benchmark, parse the console into Measurements. Returns None when the run is
-    not queued any more (a duplicate delivery does nothing). Infrastructure failures are
-    recorded with their code and the console, never as data."""
+    or by kexec on a host of its lab pool (webapp/lab), run the benchmark, parse the
+    console into Measurements. Returns None when the run is not queued any more (a
+    duplicate delivery does nothing). Infrastructure failures are recorded with their code
+    and the console, never as data."""
     from benchmarks.cmdline import compose
     from benchmarks.registry import get
     from workers.vm.domain import VMSpec
@@ -81,20 +82,25 @@ def execute_run(run_id: int) -> Run | None:
     except ImageError as exc:
         return _end_run(run, Result.INCOMPLETE, Run.Error.INFRA, str(exc))
     meta = json.loads((Path(build.artifact_dir) / "meta.json").read_text())
+    kernel = Path(build.artifact_dir) / meta["image"]
+    # The benchmark's own parameters win over the side's extras (which submission refuses
+    # to overlap with them), whatever their origin.
+    cmdline = compose(bench.spec.cmdline, extra)
+    console_log = console_dir(run.pk) / "console.log"
+    if target.is_lab:
+        return _execute_on_lab(run, bench, kernel, initrd, cmdline, console_log)
     spec = VMSpec(
         name=runner.new_domain_name(domain_label(target.name, run.pk)),
         arch=target.arch,
         machine=target.machine,
-        kernel=Path(build.artifact_dir) / meta["image"],
+        kernel=kernel,
         initrd=initrd,
-        # The benchmark's own parameters win over the side's extras (which submission
-        # refuses to overlap with them), whatever their origin.
-        cmdline=compose(bench.spec.cmdline, extra),
+        cmdline=cmdline,
         sockets=target.sockets,
         cores=target.cores,
         threads=target.threads,
         memory_mb=target.memory_mb,
-        console_log=console_dir(run.pk) / "console.log",
+        console_log=console_log,
         kvm=settings.RCUBENCH_VM_KVM,
     )
     try:
@@ -110,6 +116,25 @@ def execute_run(run_id: int) -> Run | None:
     except RunEnded:
         return None  # cancelled or reaped meanwhile: the VM is destroyed, nothing stored
     return record_outcome(run, bench, out)
+
+
+def _execute_on_lab(
+    run: Run, bench: "Benchmark", kernel: Path, initrd: Path, cmdline: str, console_log: Path
+) -> Run | None:
+    """The run on a host of its lab pool (webapp/lab/services.py), recorded as a VM run is."""
+    from webapp.lab.services import run_on_host
+
+    ended: list[Run | None] = [None]
+
+    def record(out: RunOutcome) -> None:
+        ended[0] = record_outcome(run, bench, out)
+
+    try:
+        run_on_host(run, run.comparison.target, kernel, initrd, cmdline, console_log,
+                    on_poll=_while_running(run.pk), record=record)  # fmt: skip
+    except RunEnded:
+        return None  # cancelled or reaped meanwhile: the host was brought back, nothing stored
+    return ended[0]
 
 
 def record_outcome(run: Run, bench: "Benchmark", out: RunOutcome) -> Run | None:

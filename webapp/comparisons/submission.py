@@ -22,6 +22,7 @@ from webapp import access, logs
 from webapp.analysis import defaults
 from webapp.comparisons import preflight, serving
 from webapp.comparisons.models import Comparison, Target
+from webapp.lab import pools
 from webapp.trees.models import PatchSeries, Revision, Tree
 from webapp.trees.services import DEFAULT_TREE, InvalidSeries, default_tree, store_series
 from workers import dispatch
@@ -157,10 +158,12 @@ def _target(name: str, arch: str) -> Target:
         raise SubmissionError("arch", f"target {target.name} is {target.arch}, not {arch}")
     if not target.enabled:
         raise SubmissionError("target", f"target {target.name} is disabled")
-    if settings.RCUBENCH_REQUIRE_SERVED_TARGETS:  # else it would wait in its queue forever
+    # Either would leave the comparison waiting in its queue forever.
+    reason = pools.unserved_reason(target)  # a lab pool whose hosts are all disabled
+    if not reason and settings.RCUBENCH_REQUIRE_SERVED_TARGETS:
         reason = serving.unserved_reason(target)
-        if reason:
-            raise SubmissionError("target", reason)
+    if reason:
+        raise SubmissionError("target", reason)
     return target
 
 

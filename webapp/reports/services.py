@@ -45,6 +45,7 @@ from webapp.analysis.stats import RELIABILITY_ALPHA, FailureCounts
 from webapp.comparisons import orchestrator
 from webapp.comparisons.models import Comparison, ComparisonState, Measurement, Run, Target
 from webapp.comparisons.progress import Progress, progress, progress_many
+from webapp.lab.models import LabHost
 from webapp.reports import figures
 from webapp.reports.filters import ComparisonFilter
 from webapp.reports.reproducer import public_url
@@ -170,6 +171,7 @@ class Header:
     runs: tuple[SideRuns, SideRuns]
     contention_warning: str = ""  # contention differs between the sides' data runs
     contention_share: float = 0.0  # RCUBENCH_CONTENTION_SHARE, for the legend
+    lab_hosts: tuple[str, ...] = ()  # a lab pool's hosts the runs used, with their topology
 
     @property
     def done(self) -> bool:
@@ -194,7 +196,14 @@ def header(c: Comparison) -> Header:
         target=_target(c.target), runs=runs,
         contention_warning=contention_warning(*runs, settings.RCUBENCH_CONTENTION_IMBALANCE),
         contention_share=settings.RCUBENCH_CONTENTION_SHARE,
+        lab_hosts=_lab_hosts(c) if c.target.is_lab else (),
     )  # fmt: skip
+
+
+def _lab_hosts(c: Comparison) -> tuple[str, ...]:
+    """The lab hosts the comparison's runs ran on: which machines A and B were measured on."""
+    names = c.runs.exclude(host="").values("host")
+    return tuple(f"{h.name}: {h.topology}" for h in LabHost.objects.filter(name__in=names))
 
 
 def _kernel(side: str, rev: Revision, build: Build | None, cmdline: str) -> KernelFacts:
@@ -976,7 +985,7 @@ def visible_report(user: AnyUser, pk: int) -> Comparison:
 # rendering its runs table took ~25 ms a request; a cache hit takes one query and one file
 # read. The key is the figures' (the comparison's identity and finish time) with
 # REPORT_VERSION: bump it whenever _report.html or what it shows changes.
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 # What the page reads of a comparison before it knows whether its body is cached.
 _PAGE_COLUMNS = ("id", "state", "created_at", "finished_at", "visibility",
                  "revision_a__tree_id")  # fmt: skip

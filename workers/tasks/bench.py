@@ -1,12 +1,23 @@
-"""Benchmark tasks: sent to the run's target queue (bench.<target>), thin wrappers."""
+"""Benchmark tasks: sent to the run's target queue (bench.<target>), thin wrappers. A lab
+run has a task of its own only for its longer time limit (waiting for a host, recovery)."""
 
-from workers.celery_app import BENCH_TIME_LIMIT, SOFT_MARGIN, app
-from workers.routing import RUN_BENCHMARK
+from workers.celery_app import BENCH_TIME_LIMIT, LAB_TIME_LIMIT, SOFT_MARGIN, app
+from workers.routing import RUN_BENCHMARK, RUN_LAB_BENCHMARK
 
 
 @app.task(name=RUN_BENCHMARK, time_limit=BENCH_TIME_LIMIT,
           soft_time_limit=BENCH_TIME_LIMIT - SOFT_MARGIN)  # fmt: skip
 def run_benchmark_task(run_id: int) -> None:
+    _run(run_id)
+
+
+@app.task(name=RUN_LAB_BENCHMARK, time_limit=LAB_TIME_LIMIT,
+          soft_time_limit=LAB_TIME_LIMIT - SOFT_MARGIN)  # fmt: skip
+def run_lab_benchmark_task(run_id: int) -> None:
+    _run(run_id)
+
+
+def _run(run_id: int) -> None:
     from webapp.comparisons.models import Run
     from webapp.comparisons.orchestrator import advance
     from webapp.comparisons.services import execute_run

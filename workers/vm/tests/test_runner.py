@@ -10,8 +10,9 @@ import pytest
 
 from benchmarks.registry import get
 from benchmarks.spec import RCUSCALE_IDLE, RunContext
+from workers.console import console_bytes
 from workers.vm.domain import VMSpec, pinning
-from workers.vm.runner import console_bytes, run_vm
+from workers.vm.runner import run_vm
 
 from .conftest import URI
 

@@ -1,0 +1,55 @@
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from webapp.lab.models import LabAssignment, LabHost
+
+
+@admin.register(LabHost)
+class LabHostAdmin(admin.ModelAdmin):
+    """Operators add hosts here (or Ansible does, through the same model); the topology
+    fields are read from the host by the probe action, never typed in."""
+
+    list_display = ["name", "target", "address", "port", "hardware_class", "state",
+                    "state_reason", "topology", "run"]  # fmt: skip
+    list_filter = ["target", "state", "hardware_class"]
+    search_fields = ["name", "address", "hardware_class"]
+    readonly_fields = ["state", "state_reason", "state_changed_at", "heartbeat_at", "run",
+                       "arch", "kernel_release", "cpus", "sockets", "cores", "threads",
+                       "smt_control", "probed_at"]  # fmt: skip
+    actions = ["probe_hosts", "enable_hosts", "disable_hosts"]
+
+    @admin.action(description="Read arch, kernel and CPU topology from the hosts (ssh)")
+    def probe_hosts(self, request: HttpRequest, queryset: QuerySet[LabHost]) -> None:
+        from webapp.lab.services import probe
+        from workers.lab.ssh import SSHError
+
+        for host in queryset:
+            try:
+                probe(host)
+            except (SSHError, ValueError) as exc:
+                self.message_user(request, f"{host.name}: {exc}", messages.ERROR)
+            else:
+                self.message_user(request, f"{host.name}: {host.topology}")
+
+    @admin.action(description="Enable again (after repair): available for runs")
+    def enable_hosts(self, request: HttpRequest, queryset: QuerySet[LabHost]) -> None:
+        from webapp.lab.services import enable
+
+        for host in queryset.filter(state=LabHost.State.DISABLED):
+            enable(host)
+
+    @admin.action(description="Disable: take out of the pool")
+    def disable_hosts(self, request: HttpRequest, queryset: QuerySet[LabHost]) -> None:
+        from webapp.lab.services import disable
+
+        for host in queryset.exclude(state=LabHost.State.DISABLED):
+            disable(host, f"disabled by {request.user}")
+
+
+@admin.register(LabAssignment)
+class LabAssignmentAdmin(admin.ModelAdmin):
+    list_display = ["comparison", "machine_class", "assigned_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

@@ -1,0 +1,110 @@
+"""Bare-metal lab hosts: the pool of a Target of kind lab, and which hardware class each
+comparison's runs keep to. The runner itself is workers/lab (no Django)."""
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from webapp.comparisons.models import Comparison, Run, Target
+from webapp.states import Arch
+
+
+class LabHost(models.Model):
+    """One machine of a lab pool, reached over ssh, that boots kernels by kexec and comes
+    back to its known-good kernel through its power command."""
+
+    class State(models.TextChoices):
+        AVAILABLE = "available"
+        BUSY = "busy"  # one run at a time
+        RECOVERING = "recovering"  # did not answer after a run: being power-cycled
+        DISABLED = "disabled"  # did not come back, or an operator took it out: see reason
+
+    target = models.ForeignKey(
+        Target, on_delete=models.PROTECT, related_name="lab_hosts",
+        limit_choices_to={"kind": Target.Kind.LAB}, help_text="The lab pool it serves.",
+    )  # fmt: skip
+    name = models.SlugField(max_length=64, unique=True)
+    address = models.CharField(max_length=255, help_text="ssh address (name or IP).")
+    port = models.PositiveIntegerField(
+        default=22, validators=[MinValueValidator(1), MaxValueValidator(65535)]
+    )
+    user = models.CharField(max_length=64, default="root")
+    key_file = models.CharField(
+        max_length=255,
+        help_text="Path of the runner's private ssh key on the worker hosts (a reference: the "
+        "key itself is never stored here; Ansible installs it).",
+    )
+    host_key = models.CharField(
+        max_length=1024,
+        help_text='The host\'s pinned public ssh key, "<type> <base64>" as in known_hosts. '
+        "A host offering another key is refused.",
+    )
+    hardware_class = models.CharField(
+        max_length=64, blank=True,
+        help_text="Hosts of one class are identical machines: a comparison's runs may use any "
+        "of them. Empty: this host is a class of its own.",
+    )  # fmt: skip
+    console_command = models.TextField(
+        help_text="A command whose output is the host's console (ipmitool ... sol activate, a "
+        "console server, a TCP serial). {name}, {address} and {port} are filled in."
+    )
+    power_command = models.TextField(
+        help_text="Commands, one per line, that power-cycle the host into its known-good "
+        "kernel (ipmitool ... chassis power cycle; virsh destroy + start). A line that fails "
+        "does not stop the next."
+    )
+    console_device = models.CharField(
+        max_length=32, default="ttyS0", help_text="The kernel's console= (ttyS0, hvc0)."
+    )
+    boot_timeout_seconds = models.PositiveIntegerField(
+        default=600, validators=[MinValueValidator(10), MaxValueValidator(3600)],
+        help_text="From a restart or power cycle until its sshd answers.",
+    )  # fmt: skip
+    state = models.CharField(max_length=16, choices=State, default=State.AVAILABLE)
+    state_reason = models.TextField(blank=True)
+    state_changed_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The run it serves now.",
+    )  # fmt: skip
+    # Read from the host (probe): what the report and the SMT benchmark rely on.
+    arch = models.CharField(max_length=16, choices=Arch, blank=True)
+    kernel_release = models.CharField(max_length=128, blank=True)
+    cpus = models.PositiveIntegerField(null=True, blank=True)
+    sockets = models.PositiveIntegerField(null=True, blank=True)
+    cores = models.PositiveIntegerField(null=True, blank=True, help_text="Per socket.")
+    threads = models.PositiveIntegerField(null=True, blank=True, help_text="SMT threads per core.")
+    smt_control = models.CharField(max_length=16, blank=True)
+    probed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["target", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def machine_class(self) -> str:
+        """The class a comparison's runs keep to (its declared class, else itself)."""
+        return self.hardware_class or f"host:{self.name}"
+
+    @property
+    def topology(self) -> str:
+        if self.cpus is None:
+            return "not probed"
+        return (f"{self.arch}, {self.cpus} CPUs ({self.sockets} x {self.cores} x "
+                f"{self.threads}), SMT {self.smt_control}, {self.kernel_release}")  # fmt: skip
+
+
+class LabAssignment(models.Model):
+    """The hardware class a comparison's lab runs keep to, set by its first run, so A and B
+    are measured on the same machine (or identical ones)."""
+
+    comparison = models.OneToOneField(
+        Comparison, on_delete=models.CASCADE, primary_key=True, related_name="lab_assignment"
+    )
+    machine_class = models.CharField(max_length=80)
+    assigned_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"comparison {self.comparison_id} on {self.machine_class}"

@@ -1,0 +1,139 @@
+"""Whole comparisons on a lab pool whose host is the stand-in, through real workers: the
+worker picks the pool up by its pattern, rcubench's kernels are copied and kexec'd, the
+benchmark read from the host's console, the host comes back on its known-good kernel for
+the next run. And the faults: a host that dies mid-run (its run is replaced, nothing lost),
+a host that never comes back (disabled with the reason; the pool then refuses work)."""
+
+import subprocess
+import time
+
+import pytest
+from django.test import Client
+
+from conftest import BASE_TAG, DEFAULT_TREE
+from webapp.comparisons.models import Comparison, Run
+from webapp.comparisons.serving import served_by
+from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
+from webapp.lab import services
+from webapp.lab.models import LabAssignment, LabHost
+from webapp.lab.tests.conftest import POOL
+from webapp.trees.services import register_local_tree
+from workers.lab.ssh import answers
+from workers.lab.tests.standin import VIRSH, powered_on
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+HOUR_LONG = "rcuscale.minruntime=3600"  # rcuscale keeps writing for at least an hour
+
+
+def _submit(runs: int = 2) -> Comparison:
+    return submit_comparison(ComparisonRequest(
+        tree=register_local_tree(DEFAULT_TREE).name, base_ref=BASE_TAG,
+        benchmarks=("sync-rcu-latency",), target=POOL, min_runs=runs, max_runs=runs,
+    ))  # fmt: skip
+
+
+def _wait(what, timeout: float, procs, step: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if got := what():
+            return got
+        time.sleep(step)
+    pytest.fail(f"timed out after {timeout:.0f} s\n{procs.logs()}")
+
+
+def _done(c: Comparison, procs, timeout: float = 600) -> Comparison:
+    def ended() -> bool:
+        c.refresh_from_db()
+        return c.state == "done"
+
+    _wait(ended, timeout, procs)
+    return c
+
+
+def _kernel_running(c: Comparison, procs) -> Run:
+    """The first B run once its kernel prints on the host's console (kexec done)."""
+    from webapp.comparisons.consoles import console_dir
+
+    def booted() -> Run | None:
+        run = c.runs.filter(side="B", state="running").first()
+        if run is None:
+            return None
+        log = console_dir(run.pk) / "console.log"
+        return run if log.exists() and b"rcu-scale" in log.read_bytes() else None
+
+    return _wait(booted, 300, procs)
+
+
+def _pull_the_plug(host: LabHost) -> None:
+    subprocess.run([*VIRSH.split(), "destroy", host.name], check=True, capture_output=True)
+
+
+def test_a_comparison_on_a_lab_pool_runs_end_to_end_and_survives_a_host_dying_mid_run(
+    celery_processes, lab_env, lab_host, caplog
+):
+    services.probe(lab_host)  # the admin's probe action: the host's real topology
+    celery_processes.start_worker(**lab_env)
+    c = _submit()
+    # B's first kernel runs its test for an hour; the host dies under it. Written to the
+    # row (a submission may not set rcuscale.*), and undone once that run is on the host.
+    Comparison.objects.filter(pk=c.pk).update(cmdline_b=HOUR_LONG)
+    dying = _kernel_running(c, celery_processes)
+    Comparison.objects.filter(pk=c.pk).update(cmdline_b="")
+    _pull_the_plug(lab_host)
+    _done(c, celery_processes)
+    assert (c.result, c.error_code) == ("ok", ""), f"{c.error_message}\n{celery_processes.logs()}"
+    dying.refresh_from_db()
+    assert (dying.result, dying.error_code) == ("incomplete", "infra-error"), dying.error_message
+    assert "the console command exited" in dying.error_message
+    assert dying.retried_by.result == "ok"
+    runs = list(c.runs.all())
+    assert {r.host for r in runs} == {lab_host.name}  # A and B on the same machine
+    ok = [r for r in runs if r.result == "ok"]
+    # 2 per side, and the replacement's partner: a replacement comes in an AB/BA pair.
+    assert sorted(r.side for r in ok) == ["A", "A", "A", "B", "B"]
+    for run in ok:
+        assert run.measurements.filter(metric="writer_duration").exists()
+        assert "Linux version 6.12" in run.console_log  # rcubench's kernel, kexec'd
+    assert c.verdicts.filter(metric="writer_duration").exists()
+    # The host came back after every run, including the one it died in.
+    lab_host.refresh_from_db()
+    assert (lab_host.state, lab_host.run_id) == ("available", None)
+    assert answers(services.engine_host(lab_host).endpoint)
+    assert LabAssignment.objects.get(comparison=c).machine_class == f"host:{lab_host.name}"
+    # The report names the host and what it is.
+    html = Client().get(f"/comparisons/{c.pk}/").content.decode()
+    assert f"{lab_host.name}: x86_64, 2 CPUs (1 x 1 x 2), SMT on" in html
+    # The worker, started for qemu-x86_64, served the pool by its pattern (RCUBENCH_SERVE).
+    assert served_by(lab_host.target)
+    assert '"event": "labhost state"' in celery_processes.logs()
+
+
+def test_a_host_that_never_comes_back_is_disabled_and_the_pool_refuses_work(
+    celery_processes, lab_env, lab_host
+):
+    # The power switch only cuts the power: the host never boots again.
+    LabHost.objects.filter(pk=lab_host.pk).update(
+        power_command=f"{VIRSH} destroy {{name}}", boot_timeout_seconds=10
+    )
+    celery_processes.start_worker(**lab_env)
+    c = _submit()
+    Comparison.objects.filter(pk=c.pk).update(cmdline_b=HOUR_LONG)
+    _kernel_running(c, celery_processes)
+    try:
+        _pull_the_plug(lab_host)
+        _done(c, celery_processes)
+        lab_host.refresh_from_db()
+        assert lab_host.state == "disabled"
+        assert lab_host.state_reason.startswith(
+            "sshd did not answer within 10 s after 2 power cycles (power command: virsh"
+        )
+        # Its runs are replaced until the slot's attempts are used up: no host takes them.
+        assert (c.result, c.error_code) == ("failed", "runs-failed"), c.error_message
+        assert f"no enabled host of class host:{lab_host.name} in lab pool {POOL}" in (
+            c.error_message)  # fmt: skip
+        with pytest.raises(SubmissionError, match=f"every host of lab pool {POOL} is disabled"):
+            _submit()
+    finally:
+        powered_on(services.engine_host(lab_host))
+    _wait(lambda: answers(services.engine_host(lab_host).endpoint), 180, celery_processes, 1.0)

@@ -1,0 +1,1 @@
+"""The bare-metal lab runner: ssh + kexec, the host's console command, power recovery."""
