@@ -1,7 +1,7 @@
 """Bare-metal lab hosts: the pool of a Target of kind lab, and which hardware class each
 comparison's runs keep to. The runner itself is workers/lab (no Django)."""
 
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 from webapp.comparisons.models import Comparison, Run, Target
@@ -35,6 +35,12 @@ class LabHost(models.Model):
     )
     host_key = models.CharField(
         max_length=1024,
+        validators=[
+            RegexValidator(
+                r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/]+={0,2}\Z",
+                "a public key as in known_hosts: '<type> <base64>', nothing else",
+            )
+        ],
         help_text='The host\'s pinned public ssh key, "<type> <base64>" as in known_hosts. '
         "A host offering another key is refused.",
     )

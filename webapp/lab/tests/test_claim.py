@@ -108,3 +108,17 @@ def test_the_command_line_on_a_host_restarts_at_the_end_and_on_panic(pool):
     host = _host(pool, "h1", console_device="hvc0")
     line = lab_cmdline(host, "rcubench.bench=boot-time")
     assert line == "console=hvc0 panic=-1 rcubench.end=reboot rcubench.bench=boot-time"
+
+
+def test_a_host_key_must_be_one_public_key(pool):
+    from django.core.exceptions import ValidationError
+
+    host = _host(pool, "h1")
+    host.host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9"
+    host.full_clean()
+    bad_keys = ("ssh-ed25519", "ssh-ed25519 AAAA\nssh-rsa BBBB", "ssh-ed25519 AAAA\n",
+                "ssh-dss AAAA", "AAAA= x")  # fmt: skip
+    for bad in bad_keys:
+        host.host_key = bad
+        with pytest.raises(ValidationError, match="as in known_hosts"):
+            host.full_clean()
