@@ -262,6 +262,15 @@ RCUBENCH_CONTENTION_IMBALANCE = env.float(
 # pin its guests to the same CPUs.
 RCUBENCH_VM_PIN = env.bool("RCUBENCH_VM_PIN", default=True)
 
+# --- kernels on other hosts (workers/build/artifacts.py) ---
+# A runner host whose build store is elsewhere fetches kernels from the build host's
+# artifact server (python -m workers.build.artifacts) at this URL, with the shared secret,
+# into <data dir>/artifact-cache (at most RCUBENCH_ARTIFACT_CACHE_GB, least recently used
+# first out). Empty: kernels are read from the local store only (one host, or a shared disk).
+RCUBENCH_ARTIFACT_URL = env.str("RCUBENCH_ARTIFACT_URL", default="")
+RCUBENCH_ARTIFACT_SECRET = env.str("RCUBENCH_ARTIFACT_SECRET", default="")
+RCUBENCH_ARTIFACT_CACHE_GB = env.float("RCUBENCH_ARTIFACT_CACHE_GB", default=10.0)
+
 # --- lab hosts (workers/lab, webapp/lab) ---
 # Power cycles of a lab host that did not come back after a run before it is disabled.
 RCUBENCH_LAB_RECOVERY_TRIES = env.int("RCUBENCH_LAB_RECOVERY_TRIES", default=3)

@@ -1,7 +1,6 @@
 """The run service: carry out one run on this worker (boot, benchmark, parse, store), and
 end runs whose worker went silent. Called by the bench and control tasks and the admin."""
 
-import json
 import socket
 import time
 from collections.abc import Callable
@@ -59,6 +58,8 @@ def execute_run(run_id: int) -> Run | None:
     and the console, never as data."""
     from benchmarks.cmdline import compose
     from benchmarks.registry import get
+    from webapp.trees.services import kernel_image
+    from workers.build.artifacts import ArtifactError
     from workers.vm.domain import VMSpec
     from workers.vm.images import ImageError, build_initramfs, busybox_for
 
@@ -81,8 +82,10 @@ def execute_run(run_id: int) -> Run | None:
         initrd = build_initramfs(target.arch, data / "images", busybox_for(target.arch, data))
     except ImageError as exc:
         return _end_run(run, Result.INCOMPLETE, Run.Error.INFRA, str(exc))
-    meta = json.loads((Path(build.artifact_dir) / "meta.json").read_text())
-    kernel = Path(build.artifact_dir) / meta["image"]
+    try:
+        kernel = kernel_image(build)  # fetched from the build host when it is elsewhere
+    except ArtifactError as exc:
+        return _end_run(run, Result.INCOMPLETE, Run.Error.INFRA, str(exc))
     # The benchmark's own parameters win over the side's extras (which submission refuses
     # to overlap with them), whatever their origin.
     cmdline = compose(bench.spec.cmdline, extra)

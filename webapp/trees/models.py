@@ -194,6 +194,10 @@ class Build(TrackedStep):
     error_code = models.CharField(max_length=32, choices=Error, default=Error.NONE, blank=True)
     log = models.TextField(blank=True)
     artifact_dir = models.CharField(max_length=500, blank=True)
+    # What a runner on another host fetches by artifact_key, and checks before booting it
+    # (workers/build/artifacts.py): the database, not the serving host, vouches for it.
+    image_name = models.CharField(max_length=64, blank=True)
+    image_sha256 = models.CharField(max_length=64, blank=True)
     seconds = models.FloatField(null=True, blank=True)
 
     class Meta:

@@ -1,5 +1,6 @@
 """Services over trees, revisions and builds (called by tasks, views and commands)."""
 
+import json
 import socket
 import threading
 from collections.abc import Iterator, Sequence
@@ -20,6 +21,7 @@ from webapp.trees.models import Build, Patch, PatchSeries, Revision, Tree
 from workers import dispatch
 from workers.build import builder, kconfig
 from workers.build.arch import profile
+from workers.build.artifacts import ArtifactError, fetch_image, file_sha256, prune_cache
 from workers.build.sandbox import Limits
 
 log = logs.get(__name__)
@@ -105,6 +107,7 @@ def execute_build(build_id: int) -> Build | None:
             build, Result.OK, log=_tail(outcome.log_path), sha=outcome.sha,
             toolchain=outcome.toolchain, artifact_key=outcome.key,
             artifact_dir=str(outcome.artifact_dir), cached=outcome.cached,
+            image_name=outcome.image.name, image_sha256=file_sha256(outcome.image),
             seconds=round(outcome.seconds, 2),
         )  # fmt: skip
         if outcome.pruned:
@@ -286,3 +289,28 @@ def _is_bare_repository(path: Path) -> bool:
     # directory is not a repository; a non-bare one's .git answers "false".
     result = run_git(["rev-parse", "--is-bare-repository"], git_dir=path, check=False)
     return result.returncode == 0 and result.stdout.strip() == "true"
+
+
+def kernel_image(build: Build) -> Path:
+    """The build's kernel image on this host: in the build store when this is the build
+    host (or shares its disk), else fetched from RCUBENCH_ARTIFACT_URL by the artifact's key
+    into this host's cache, and checked against the sha256 recorded when it was built.
+    Raises ArtifactError naming what is missing or wrong."""
+    local = Path(build.artifact_dir)
+    meta = local / "meta.json"
+    if build.artifact_dir and meta.exists():
+        return local / json.loads(meta.read_text())["image"]
+    if not settings.RCUBENCH_ARTIFACT_URL:
+        raise ArtifactError(f"build {build.pk}'s kernel is not on this host "
+                            f"({build.artifact_dir}) and RCUBENCH_ARTIFACT_URL names no build "
+                            "host to fetch it from")  # fmt: skip
+    cache = Path(str(settings.RCUBENCH_DATA_DIR)) / "artifact-cache"
+    image = fetch_image(
+        build.artifact_key, build.image_name, build.image_sha256,
+        base_url=settings.RCUBENCH_ARTIFACT_URL, secret=settings.RCUBENCH_ARTIFACT_SECRET,
+        cache=cache,
+    )  # fmt: skip
+    if dropped := prune_cache(cache, int(settings.RCUBENCH_ARTIFACT_CACHE_GB * GiB)):
+        log.info("artifact cache pruned", build=build.pk, items=dropped)
+    log.info("kernel fetched", build=build.pk, key=build.artifact_key[:16], path=str(image))
+    return image

@@ -27,8 +27,9 @@ from pathlib import Path, PurePosixPath
 
 import paramiko
 
+from workers.build.artifacts import file_sha256
 from workers.console import CONSOLE_MAX_BYTES, PANIC_GRACE, POLL, ConsoleFile, RunOutcome
-from workers.lab.ssh import Endpoint, SSHError, answers, check, connect, put, run, sha256
+from workers.lab.ssh import Endpoint, SSHError, answers, check, connect, put, run
 from workers.vm.outcomes import BOOT_FAILED, CONSOLE_OVERFLOW, INFRA, OK, PANIC, TIMEOUT
 
 # Root's own directory on the host: not world-writable like /var/tmp.
@@ -201,7 +202,7 @@ def _stage(
     check(client, ["mkdir", "-p", str(REMOTE_DIR)], _SSH_TIMEOUT)
     paths = []
     for local in (job.kernel, job.initrd):
-        remote = REMOTE_DIR / f"{sha256(local)[:24]}{''.join(local.suffixes[-2:])}"
+        remote = REMOTE_DIR / f"{file_sha256(local)[:24]}{''.join(local.suffixes[-2:])}"
         put(client, local, remote, _SSH_TIMEOUT * 4)
         paths.append(remote)
     prune = f"ls -t {REMOTE_DIR}/* | tail -n +{_KEEP_FILES + 1} | xargs -r rm -f"

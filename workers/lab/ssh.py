@@ -7,7 +7,6 @@ the kernel under test.
 
 import base64
 import binascii
-import hashlib
 import logging
 import shlex
 import time
@@ -16,7 +15,8 @@ from pathlib import Path, PurePosixPath
 
 import paramiko
 
-_CHUNK = 1 << 20
+from workers.build.artifacts import file_sha256
+
 # paramiko logs every failed handshake from its transport thread ("Error reading SSH protocol
 # banner" while a host boots and its port already accepts): the caller gets each failure as
 # an SSHError with its reason, so these lines are noise in the worker's log.
@@ -102,20 +102,12 @@ def check(client: paramiko.SSHClient, argv: list[str], timeout: float) -> str:
     return out
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def put(client: paramiko.SSHClient, local: Path, remote: PurePosixPath, timeout: float) -> float:
     """Copy `local` to `remote` unless a file with the same sha256 is there already; return
     the seconds spent. The copy goes to a temporary name, is checked by its sha256 on the
     host, and only then renamed into place, so a cut copy is never booted."""
     started = time.monotonic()
-    digest = sha256(local)
+    digest = file_sha256(local)
     status, out, _ = run(client, ["sha256sum", str(remote)], timeout)
     if status == 0 and out.split()[:1] == [digest]:
         run(client, ["touch", str(remote)], timeout)  # recently used: kept by the pruning
