@@ -45,7 +45,7 @@ DEBIAN_PACKAGES=(
   busybox-static linux-source-6.12
   # The lab stand-in (vm-images/lab-standin.sh): a Debian guest the lab runner reaches over
   # ssh, whose serial console it reads through socat.
-  debootstrap e2fsprogs openssh-client socat
+  debootstrap e2fsprogs file openssh-client socat
   # Headless browser for the report page's end-to-end test (selenium).
   chromium chromium-driver
 )

@@ -352,7 +352,8 @@ cmd_undefine() {
     "${VIRSH[@]}" undefine "$name" >/dev/null
     log "undefined $name"
   fi
-  rm -f "$dir/overlays/$name.qcow2"
+  # The console log goes too: test domains come and go, their logs would pile up.
+  rm -f "$dir/overlays/$name.qcow2" "$dir/overlays/$name.console.log"
 }
 
 cmd_define() {
