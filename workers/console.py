@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from workers.vm.hostload import HostLoad
+from workers.vm.outcomes import BOOT_FAILED, CONSOLE_OVERFLOW, PANIC, TIMEOUT
 
 # A console past this many bytes ends the run (console-overflow): the callers pass their
 # setting (RCUBENCH_CONSOLE_MAX_BYTES); real consoles are 10-30 kB.
@@ -211,3 +212,57 @@ class RunOutcome:
     wall_seconds: float  # domain start to domain end
     ready_seconds: float | None  # domain start to the guest's READY marker
     host: HostLoad | None = None  # what else the host did meanwhile; None: not measured
+
+
+@dataclass
+class Watch:
+    """What a runner's watch loop knows of one run: when it started, and when the console
+    first showed init, the READY marker and a fatal message. Both runners end a run on the
+    same console facts through it; only how the machine stops differs."""
+
+    console: ConsoleFile
+    started: float
+    init_at: float | None = None
+    ready_at: float | None = None
+    fatal_at: float | None = None
+
+    def see(self, now: float) -> None:
+        """Read what the console added and note what it showed first."""
+        self.console.poll()
+        scan = self.console.scan
+        if self.init_at is None and scan.init_reached:
+            self.init_at = now
+        if self.ready_at is None and scan.ready:
+            self.ready_at = now
+        if self.fatal_at is None and scan.fatal:
+            self.fatal_at = now
+
+    def ready(self) -> float | None:
+        return None if self.ready_at is None else self.ready_at - self.started
+
+    def outcome(self, code: str, reason: str, text: str, now: float) -> RunOutcome:
+        return RunOutcome(code, reason, text, now - self.started, self.ready())
+
+    def panic_settled(self, now: float) -> bool:
+        """A fatal message was seen and its backtrace has had its time."""
+        return self.fatal_at is not None and now - self.fatal_at >= PANIC_GRACE
+
+    def flood(self) -> tuple[str, str] | None:
+        """A console past its cap ends the run now; a panic before it stays a panic."""
+        if not self.console.overflowed:
+            return None
+        if self.console.scan.fatal:
+            return PANIC, self.console.scan.fatal
+        return CONSOLE_OVERFLOW, f"the console passed its cap of {self.console.max_bytes} bytes"
+
+    def over_limit(
+        self, now: float, boot_timeout: float, run_timeout: float
+    ) -> tuple[str, str] | None:
+        """No init within the boot limit, or still running past boot + run limits."""
+        elapsed = now - self.started
+        if self.init_at is None and elapsed > boot_timeout:
+            return BOOT_FAILED, f"no init within the boot limit of {boot_timeout:.0f} s"
+        if self.init_at is not None and elapsed > boot_timeout + run_timeout:
+            limit = boot_timeout + run_timeout
+            return TIMEOUT, f"still running after {elapsed:.0f} s (limit {limit:.0f} s)"
+        return None

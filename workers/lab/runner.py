@@ -28,9 +28,9 @@ from pathlib import Path, PurePosixPath
 import paramiko
 
 from workers.build.artifacts import file_sha256
-from workers.console import CONSOLE_MAX_BYTES, PANIC_GRACE, POLL, ConsoleFile, RunOutcome
+from workers.console import CONSOLE_MAX_BYTES, POLL, ConsoleFile, RunOutcome, Watch
 from workers.lab.ssh import Endpoint, SSHError, answers, check, connect, put, run
-from workers.vm.outcomes import BOOT_FAILED, CONSOLE_OVERFLOW, INFRA, OK, PANIC, TIMEOUT
+from workers.vm.outcomes import BOOT_FAILED, INFRA, OK, PANIC
 
 # Root's own directory on the host: not world-writable like /var/tmp.
 REMOTE_DIR = PurePosixPath("/var/lib/rcubench-lab")
@@ -221,54 +221,34 @@ def _watch(
 ) -> tuple[RunOutcome, str]:
     """The VM runner's watch (workers/vm/runner.py) where the machine's power state is only
     known from the console: its last words (restart, power down) end the run."""
-    init_at: float | None = None
-    ready_at: float | None = None
-    fatal_at: float | None = None
+    watch = Watch(console, started)
     scan = console.scan
     try:
         while True:
             time.sleep(POLL)
             now = time.monotonic()
-            console.poll()
+            watch.see(now)
             if on_poll is not None:
                 on_poll()
-            if init_at is None and scan.init_reached:
-                init_at = now
-            if ready_at is None and scan.ready:
-                ready_at = now
-            if fatal_at is None and scan.fatal:
-                fatal_at = now
-            elapsed = now - started
-            ready = None if ready_at is None else ready_at - started
             ended = scan.powered_off or scan.restarting
             ending = "powered-off" if scan.powered_off else "restarted"
-            if console.overflowed:
-                text = console.finish()
-                if scan.fatal:
-                    return RunOutcome(PANIC, scan.fatal, text, elapsed, ready), "hung"
-                why = f"the console passed its cap of {console.max_bytes} bytes"
-                return RunOutcome(CONSOLE_OVERFLOW, why, text, elapsed, ready), "hung"
-            if fatal_at is not None and (ended or now - fatal_at >= PANIC_GRACE):
+            if flood := watch.flood():
+                return watch.outcome(*flood, console.finish(), now), "hung"
+            if watch.fatal_at is not None and (ended or watch.panic_settled(now)):
                 # The backtrace is in; the lab command line's panic=-1 restarts the host.
-                text = console.finish()
                 how = "powered-off" if scan.powered_off else "panicked"
-                return RunOutcome(PANIC, scan.fatal, text, elapsed, ready), how
+                return watch.outcome(PANIC, scan.fatal, console.finish(), now), how
             if ended:
                 text = console.finish()
                 if not scan.init_reached:
                     why = "the kernel restarted before it ran init"
-                    return RunOutcome(BOOT_FAILED, why, text, elapsed, ready), ending
-                return RunOutcome(OK, ending, text, elapsed, ready), ending
+                    return watch.outcome(BOOT_FAILED, why, text, now), ending
+                return watch.outcome(OK, ending, text, now), ending
             if watcher.poll() is not None:
                 why = f"the console command exited ({watcher.returncode}) during the run"
-                return RunOutcome(INFRA, why, console.finish(), elapsed, ready), "hung"
-            if init_at is None and elapsed > boot_timeout:
-                why = f"no init within the boot limit of {boot_timeout:.0f} s"
-                return RunOutcome(BOOT_FAILED, why, console.finish(), elapsed, ready), "hung"
-            if init_at is not None and elapsed > boot_timeout + run_timeout:
-                why = (f"still running after {elapsed:.0f} s (limit "
-                       f"{boot_timeout + run_timeout:.0f} s)")  # fmt: skip
-                return RunOutcome(TIMEOUT, why, console.finish(), elapsed, ready), "hung"
+                return watch.outcome(INFRA, why, console.finish(), now), "hung"
+            if limit := watch.over_limit(now, boot_timeout, run_timeout):
+                return watch.outcome(*limit, console.finish(), now), "hung"
     finally:
         console.close()
 

@@ -17,17 +17,11 @@ from dataclasses import replace
 
 import libvirt
 
-from workers.console import (
-    CONSOLE_MAX_BYTES,
-    PANIC_GRACE,
-    POLL,
-    ConsoleFile,
-    RunOutcome,
-)
+from workers.console import CONSOLE_MAX_BYTES, POLL, ConsoleFile, RunOutcome, Watch
 from workers.vm.connection import LibvirtUnavailable, open_connection
 from workers.vm.domain import VMSpec, domain_xml, is_rcubench_domain, pinning
 from workers.vm.hostload import HostMonitor
-from workers.vm.outcomes import BOOT_FAILED, CONSOLE_OVERFLOW, INFRA, OK, PANIC, TIMEOUT
+from workers.vm.outcomes import BOOT_FAILED, INFRA, OK, PANIC
 
 
 def run_vm(
@@ -84,49 +78,30 @@ def _watch(
     on_poll: Callable[[], None] | None,
     sample_host: Callable[[], None],
 ) -> RunOutcome:
-    init_at: float | None = None
-    ready_at: float | None = None
-    fatal_at: float | None = None
+    watch = Watch(console, started)
     scan = console.scan
     while True:
         time.sleep(POLL)
         sample_host()  # before the checks below, which may destroy the domain
         now = time.monotonic()
-        console.poll()
+        watch.see(now)
         active = _active(dom) and not scan.powered_off
         if on_poll is not None:
             on_poll()
-        if init_at is None and scan.init_reached:
-            init_at = now
-        if ready_at is None and scan.ready:
-            ready_at = now
-        if fatal_at is None and scan.fatal:
-            fatal_at = now
-        elapsed = now - started
-        ready = None if ready_at is None else ready_at - started
-        if console.overflowed:  # a flood ends the run now; a panic before it stays a panic
-            text = _settle(dom, console)
-            if scan.fatal:
-                return RunOutcome(PANIC, scan.fatal, text, elapsed, ready)
-            return RunOutcome(CONSOLE_OVERFLOW, f"the console passed its cap of "
-                             f"{console.max_bytes} bytes", text, elapsed, ready)  # fmt: skip
-        if fatal_at is not None and (not active or now - fatal_at >= PANIC_GRACE):
-            return RunOutcome(PANIC, scan.fatal, _settle(dom, console), elapsed, ready)
+        if ended := watch.flood():
+            return watch.outcome(*ended, _settle(dom, console), now)
+        if watch.fatal_at is not None and (not active or watch.panic_settled(now)):
+            return watch.outcome(PANIC, scan.fatal, _settle(dom, console), now)
         if not active:
             text = console.finish()
             if scan.fatal:  # printed just before the VM stopped (panic=-1 reboots at once)
-                return RunOutcome(PANIC, scan.fatal, text, elapsed, ready)
+                return watch.outcome(PANIC, scan.fatal, text, now)
             if not scan.init_reached:
-                return RunOutcome(BOOT_FAILED, "the VM stopped before the kernel ran init",
-                                 text, elapsed, ready)  # fmt: skip
-            return RunOutcome(OK, "powered off", text, elapsed, ready)
-        if init_at is None and elapsed > boot_timeout:
-            return RunOutcome(BOOT_FAILED, f"no init within the boot limit of {boot_timeout:.0f} s",
-                             _settle(dom, console), elapsed, ready)  # fmt: skip
-        if init_at is not None and elapsed > boot_timeout + run_timeout:
-            return RunOutcome(TIMEOUT, f"still running after {elapsed:.0f} s (limit "
-                             f"{boot_timeout + run_timeout:.0f} s)", _settle(dom, console),
-                             elapsed, ready)  # fmt: skip
+                why = "the VM stopped before the kernel ran init"
+                return watch.outcome(BOOT_FAILED, why, text, now)
+            return watch.outcome(OK, "powered off", text, now)
+        if ended := watch.over_limit(now, boot_timeout, run_timeout):
+            return watch.outcome(*ended, _settle(dom, console), now)
 
 
 def _active(dom: libvirt.virDomain) -> bool:
