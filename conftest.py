@@ -11,9 +11,10 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kombu import pools as kombu_pools
@@ -86,6 +87,26 @@ class WorkerProcesses:
         proc.log_path = log  # type: ignore[attr-defined]
         self.procs.append(proc)
         return proc
+
+    def wait_for(self, what: Callable[[], Any], timeout: float, step: float = 0.25) -> Any:
+        """What `what()` returns once it is truthy, asked every `step` seconds; the test
+        fails with the workers' logs after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if got := what():
+                return got
+            time.sleep(step)
+        pytest.fail(f"timed out after {timeout:.0f} s\n{self.logs()}")
+
+    def until_done(self, comparison: Any, timeout: float = 300) -> Any:
+        """`comparison` (a Comparison), refreshed, once its state is done."""
+
+        def ended() -> bool:
+            comparison.refresh_from_db()
+            return bool(comparison.state == "done")
+
+        self.wait_for(ended, timeout)
+        return comparison
 
     def logs(self) -> str:
         return "\n".join(f"--- {p.log_path.name}\n{p.log_path.read_text()[-6000:]}"  # type: ignore[attr-defined]

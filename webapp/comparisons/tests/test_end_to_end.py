@@ -43,29 +43,11 @@ def _submit(runs: int = 2, **kw: object) -> Comparison:
     return submit_comparison(ComparisonRequest(**{**fields, **kw}))  # type: ignore[arg-type]
 
 
-def _wait(what, timeout: float, procs, step: float = 0.25):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if got := what():
-            return got
-        time.sleep(step)
-    pytest.fail(f"timed out after {timeout:.0f} s\n{procs.logs()}")
-
-
-def _done(c: Comparison, procs, timeout: float = 300) -> Comparison:
-    def ended() -> bool:
-        c.refresh_from_db()
-        return c.state == "done"
-
-    _wait(ended, timeout, procs)
-    return c
-
-
 def _running_run(c: Comparison, procs, **filters: object) -> Run:
     def one() -> Run | None:
         return c.runs.filter(state="running", **filters).first()
 
-    return _wait(one, 300, procs)
+    return procs.wait_for(one, 300)
 
 
 def _rcubench_domains() -> list[str]:
@@ -174,7 +156,7 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(celery_processes, 
     # The restarted worker destroys the leftover VM; beat's reaper ends the silent run.
     celery_processes.start_worker(**env)
     celery_processes.start_beat(**env)
-    _done(c, celery_processes)
+    celery_processes.until_done(c)
     assert (c.result, c.error_code) == ("ok", ""), c.error_message
     killed.refresh_from_db()
     assert (killed.result, killed.error_code) == ("incomplete", "lost")
@@ -203,7 +185,7 @@ def test_a_hung_vm_is_timed_out_and_replaced(celery_processes, env):
     hung = _running_run(c, celery_processes, side="B")
     # Transient: the replacement boots with the usual command line.
     Comparison.objects.filter(pk=c.pk).update(cmdline_b="")
-    _done(c, celery_processes)
+    celery_processes.until_done(c)
     assert (c.result, c.error_code) == ("ok", ""), c.error_message
     hung.refresh_from_db()
     assert (hung.result, hung.error_code) == ("failed", "timeout")
@@ -238,7 +220,7 @@ def test_redis_restarted_mid_comparison_loses_nothing(celery_processes, env):
     queued_before = c.runs.filter(state="queued").count()
     assert queued_before  # their messages die with Redis (it keeps nothing on disk)
     _restart_redis()
-    _done(c, celery_processes)
+    celery_processes.until_done(c)
     assert (c.result, c.error_code) == ("ok", ""), c.error_message
     assert not c.runs.exclude(result="ok").exists()  # none lost, none failed
     _assert_counted(c, 2)
@@ -256,7 +238,7 @@ def test_a_build_failure_ends_the_comparison_and_the_report_shows_it(celery_proc
     c = _submit(series_mbox=once)
     Revision.objects.filter(pk=c.revision_b_id).update(series=store_series(twice))
     celery_processes.start_worker(**env)
-    _done(c, celery_processes)
+    celery_processes.until_done(c)
     assert (c.result, c.error_code) == ("failed", "build-failed")
     assert "side B" in c.error_message
     assert "patch-failed" in c.error_message
@@ -272,11 +254,11 @@ def test_cancel_tears_down_the_running_vm(celery_processes, env):
     c = _submit()
     Comparison.objects.filter(pk=c.pk).update(cmdline_a=HOUR_LONG, cmdline_b=HOUR_LONG)
     run = _running_run(c, celery_processes)
-    _wait(lambda: any(f"run{run.pk}-" in n for n in _rcubench_domains()), 60, celery_processes)
+    celery_processes.wait_for(lambda: any(f"run{run.pk}-" in n for n in _rcubench_domains()), 60)
     out = io.StringIO()
     call_command("compare", "--cancel", str(c.pk), stdout=out)
     assert f"comparison {c.pk} cancelled" in out.getvalue()
-    _wait(lambda: not _rcubench_domains(), 15, celery_processes)
+    celery_processes.wait_for(lambda: not _rcubench_domains(), 15)
     c.refresh_from_db()
     assert (c.state, c.result, c.error_code) == ("done", "incomplete", "cancelled")
     assert set(c.runs.values_list("error_code", flat=True)) == {"cancelled"}

@@ -38,7 +38,7 @@ from webapp.analysis.engine import FAILURE_METRIC, IMPROVEMENT, REGRESSION, RELI
 from webapp.analysis.services import design_for
 from webapp.analysis.stats import reliability_level
 from webapp.comparisons.models import Comparison, Run
-from webapp.comparisons.tests.test_end_to_end import _done, _submit
+from webapp.comparisons.tests.test_end_to_end import _submit
 from webapp.states import Result, State
 from workers.vm.hostload import parse_stat
 
@@ -183,7 +183,7 @@ def _aa(celery_processes, worker_env: dict[str, str], hog_sides: str) -> Compari
     assert c.revision_a_id == c.revision_b_id
     with cpu_hog(c, hog_sides) as hog:
         celery_processes.start_worker(**worker_env)  # after the hog's thread: no run missed
-        _done(c, celery_processes, timeout=1200)
+        celery_processes.until_done(c, 1200)
     _print_runs(c)
     print(f"  hog: started {hog['starts']:.0f} times, {hog['cpu_seconds']:.1f} CPU s")
     assert (c.result, c.error_code) == ("ok", ""), c.error_message
@@ -286,7 +286,7 @@ def test_a_kernel_that_panics_at_random_is_a_reliability_regression(celery_proce
     c = _submit(runs=PANIC_RUNS, series_mbox=RANDOM_PANIC_MBOX.read_bytes())
     try:
         celery_processes.start_worker(**worker_env, EMAIL_HOST="127.0.0.1", EMAIL_PORT=str(port))
-        _done(c, celery_processes, timeout=1500)
+        celery_processes.until_done(c, 1500)
         deadline = time.monotonic() + 120
         while len(smtp.received) < 2 and time.monotonic() < deadline:
             time.sleep(0.5)
