@@ -203,7 +203,7 @@ def run_on_host(
     engine = engine_host(host)
     beat = host_heartbeat(host)
     job = runner.LabJob(kernel, initrd, lab_cmdline(host, cmdline), console_log)
-    if abandoned and not _restore(host, engine, "hung", beat):
+    if abandoned and not _restore(host, "hung", beat):
         record(RunOutcome(INFRA, f"lab host {host.name} did not come back: "
                           f"{host.state_reason}", "", 0.0, None))  # fmt: skip
         return
@@ -225,16 +225,20 @@ def run_on_host(
         # may still run, so the host is power-cycled like a hung one.
         ending = lab.ending if lab is not None else "hung"
         started = time.monotonic()
-        returned = _restore(host, engine, ending, beat)
+        returned = _restore(host, ending, beat)
         phases = {k: round(v, 2) for k, v in vars(lab.phases).items()} if lab else {}
         log.info("lab run phases", run=run.pk, labhost=host.name, ending=ending,
                  returned=returned, restore=round(time.monotonic() - started, 2),
                  **phases)  # fmt: skip
 
 
-def _restore(host: LabHost, engine: runner.LabHost, ending: str, beat: Callable[[], None]) -> bool:
+def _restore(host: LabHost, ending: str, beat: Callable[[], None]) -> bool:
     """Bring the host back after a run; release it, or disable it with the reason. A run
-    that never reached kexec left the host as it was, unless it could not reach it."""
+    that never reached kexec left the host as it was, unless it could not reach it. The
+    host's settings are read again first: an operator's fix of its power command or boot
+    timeout during the run applies to this recovery."""
+    host.refresh_from_db()
+    engine = engine_host(host)
     if ending == "not-started" and _answers(engine):
         release(host)
         return True
