@@ -44,6 +44,10 @@ def test_contract_catches_an_engine_module_importing_django(tmp_path):
     (tmp_path / "workers" / "build").mkdir()
     (tmp_path / "workers" / "build" / "__init__.py").write_text("")
     (tmp_path / "workers" / "routing.py").write_text("")
+    (tmp_path / "workers" / "console.py").write_text("")
+    (tmp_path / "workers" / "lab").mkdir()
+    (tmp_path / "workers" / "lab" / "__init__.py").write_text("")
+    (tmp_path / "workers" / "lab" / "runner.py").write_text("import webapp.lab.models\n")
     (tmp_path / "workers" / "vm" / "runner.py").write_text("from django.db import models\n")
     (tmp_path / "benchmarks" / "parser.py").write_text("import webapp.settings\n")
     (tmp_path / "webapp" / "settings.py").write_text("")
@@ -69,6 +73,9 @@ def test_contract_catches_an_engine_module_importing_django(tmp_path):
     for name in ("apps", "consoles"):
         (tmp_path / "webapp" / "comparisons" / f"{name}.py").write_text("")
     (tmp_path / "webapp" / "trees" / "models.py").write_text("")
+    (tmp_path / "webapp" / "lab").mkdir()
+    (tmp_path / "webapp" / "lab" / "__init__.py").write_text("")
+    (tmp_path / "webapp" / "lab" / "models.py").write_text("import paramiko\n")
     (tmp_path / "webapp" / "alerts").mkdir()
     (tmp_path / "webapp" / "alerts" / "__init__.py").write_text("")
     (tmp_path / "webapp" / "alerts" / "models.py").write_text("")
@@ -92,6 +99,8 @@ def test_contract_catches_an_engine_module_importing_django(tmp_path):
         "webapp.comparisons.orchestrator -> workers.tasks (l.1)",
         "webapp.comparisons.models -> workers.vm.runner (l.1)",
         "webapp.reports.services -> benchmarks.bpf_slab (l.2)",
+        "workers.lab.runner -> webapp.lab.models (l.1)",
+        "webapp.lab.models -> paramiko (l.1)",
     ):
         assert broken in output
 

@@ -26,7 +26,8 @@ WORKER = "bench@lab-host"
 
 
 def _target(name: str = "lab-x", enabled: bool = True) -> Target:
-    return Target.objects.create(name=name, kind=Target.Kind.LAB, arch="x86_64", enabled=enabled)
+    # A VM target: a lab pool without hosts is refused before the worker check (webapp/lab).
+    return Target.objects.create(name=name, kind=Target.Kind.QEMU, arch="x86_64", enabled=enabled)
 
 
 def _seen(target: Target, seconds_ago: float, worker: str = WORKER) -> None:
