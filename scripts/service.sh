@@ -110,9 +110,18 @@ up() {
   if wants worker; then
     # No -Q: the worker consumes every queue the app declares (control, build, analysis, bench.*),
     # and the queue of every enabled target matching RCUBENCH_SERVE (workers/serving.py).
+    local logged fresh=1
+    logged=$(stat -c %s "$LOG/worker.log" 2>/dev/null || echo 0)
+    alive worker && fresh=0
     RCUBENCH_LOG_FILE=$LOG/worker.log start worker "$BIN/celery" -A workers.celery_app worker \
       --detach --umask 022 \
       --concurrency 1 --hostname "local@%h" --pidfile "$(pidfile worker)" --logfile "$LOG/worker.log"
+    # Submissions are refused for targets no worker has recorded serving; a worker records
+    # them before it says "ready", so a worker started now is waited for (60 s at most).
+    for _ in $(seq $((fresh * 120))); do
+      tail -c "+$((logged + 1))" "$LOG/worker.log" 2>/dev/null | grep -q 'ready\.' && break
+      sleep 0.5
+    done
   fi
   if wants mail && local_mail; then
     # A debugging SMTP server for this machine: the alerts' real messages, one file each
