@@ -151,9 +151,10 @@ def end_silent_steps(
     return pks
 
 
-def heartbeat(model: type[TrackedStep], pk: int, every: float = 15.0) -> Callable[..., None]:
-    """A callback for long work: each call writes the step's heartbeat, at most every
-    `every` seconds, so the reaper knows the worker is alive."""
+def heartbeat(model: type[models.Model], pk: int, every: float = 15.0) -> Callable[..., None]:
+    """A callback for long work: each call writes the row's heartbeat_at (a step's, or a
+    lab host's while a run holds it), at most every `every` seconds, so the reaper (or the
+    next claim of a lab host) knows the worker is alive."""
     last = time.monotonic()
 
     def beat(*_: object) -> None:

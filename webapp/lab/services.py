@@ -19,6 +19,7 @@ from django.utils import timezone
 from webapp import logs
 from webapp.comparisons.models import Run, Target
 from webapp.lab.models import LabAssignment, LabHost
+from webapp.states import heartbeat
 from workers.console import RunOutcome
 from workers.lab import runner
 from workers.lab.ssh import Endpoint, answers
@@ -26,7 +27,6 @@ from workers.vm.outcomes import INFRA
 
 log = logs.get(__name__)
 _CLAIM_POLL = 2.0
-_HEARTBEAT = 15.0
 
 
 class NoHost(Exception):
@@ -167,18 +167,6 @@ def lab_cmdline(host: LabHost, cmdline: str) -> str:
     return f"console={host.console_device} panic=-1 rcubench.end=reboot {cmdline}".strip()
 
 
-def host_heartbeat(host: LabHost) -> Callable[[], None]:
-    last = time.monotonic()
-
-    def beat() -> None:
-        nonlocal last
-        if time.monotonic() - last >= _HEARTBEAT:
-            LabHost.objects.filter(pk=host.pk).update(heartbeat_at=timezone.now())
-            last = time.monotonic()
-
-    return beat
-
-
 def run_on_host(
     run: Run,
     target: Target,
@@ -201,7 +189,7 @@ def run_on_host(
     Run.objects.filter(pk=run.pk).update(host=host.name)
     run.host = host.name
     engine = engine_host(host)
-    beat = host_heartbeat(host)
+    beat = heartbeat(LabHost, host.pk)  # while the host is held, so a silent worker's is found
     job = runner.LabJob(kernel, initrd, lab_cmdline(host, cmdline), console_log)
     if abandoned and not _restore(host, "hung", beat):
         record(RunOutcome(INFRA, f"lab host {host.name} did not come back: "
@@ -239,7 +227,7 @@ def _restore(host: LabHost, ending: str, beat: Callable[[], None]) -> bool:
     timeout during the run applies to this recovery."""
     host.refresh_from_db()
     engine = engine_host(host)
-    if ending == "not-started" and _answers(engine):
+    if ending == "not-started" and answers(engine.endpoint):
         release(host)
         return True
 
@@ -256,7 +244,3 @@ def _restore(host: LabHost, ending: str, beat: Callable[[], None]) -> bool:
         return False
     release(host)
     return True
-
-
-def _answers(engine: runner.LabHost) -> bool:
-    return answers(engine.endpoint)
