@@ -124,6 +124,15 @@ class WorkerProcesses:
                 proc.wait()
 
 
+@pytest.fixture(autouse=True)
+def _empty_process_cache() -> None:
+    """The default cache is each process's memory (the list's filter choices): no test sees
+    what another left there."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _targets_need_no_worker() -> None:
     """Tests submit without a worker serving the target: the served-target check is off, in

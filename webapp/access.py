@@ -43,6 +43,14 @@ def visible_comparisons(
     return qs if _is_staff(user) else qs.filter(_visible_q(user))
 
 
+def scope_key(user: AnyUser) -> str:
+    """A cache key part for what `user` sees: anonymous users share one, anyone else has
+    their own (their memberships decide)."""
+    if not user.is_authenticated:
+        return "anonymous"
+    return f"{'staff' if _is_staff(user) else 'user'}:{user.pk}"
+
+
 def visible_runs(user: AnyUser, qs: QuerySet[Run] | None = None) -> QuerySet[Run]:
     qs = Run.objects.all() if qs is None else qs
     return qs if _is_staff(user) else qs.filter(_visible_q(user, "comparison__"))

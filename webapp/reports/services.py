@@ -12,7 +12,7 @@ import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Protocol
 
 import numpy as np
@@ -857,10 +857,25 @@ def comparison_list_page(
 ) -> ListPage:
     """The list page: the filters (GET parameters), the page of rows they let through and
     each row's progress, in a number of queries that does not grow with the rows."""
-    form = ComparisonFilter(params, access.visible_comparisons(user))
+    visible = access.visible_comparisons(user)
+    form = ComparisonFilter(params, visible, access.scope_key(user))
     rows = form.apply(access.visible_comparisons(user, comparison_list()))
-    page = Paginator(rows, page_size).get_page(params.get("page"))
+    page = _Pages(rows, page_size, counted=form.apply(visible)).get_page(params.get("page"))
     return ListPage(form, page, list_rows(list(page.object_list)))
+
+
+class _Pages(Paginator):
+    """Counts the rows on `counted`, the same filters without the names and builds a row
+    shows: their joins and subqueries made PostgreSQL plan and join for a count."""
+
+    def __init__(self, rows: "QuerySet[Comparison]", per_page: int,
+                 counted: "QuerySet[Comparison]") -> None:  # fmt: skip
+        super().__init__(rows, per_page)
+        self._counted = counted
+
+    @cached_property
+    def count(self) -> int:
+        return self._counted.count()
 
 
 def list_rows(comparisons: list[Comparison]) -> list[ListRow]:

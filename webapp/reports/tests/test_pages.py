@@ -6,6 +6,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -520,6 +521,8 @@ def test_runs_of_restricted_comparisons_are_404_to_outsiders(client):
 
 
 def _count(client, url, **params):
+    """The queries of one request, the list's filter choices not yet kept (the most)."""
+    cache.clear()
     with CaptureQueriesContext(connection) as q:
         response = client.get(url, params)
     assert response.status_code == 200
@@ -609,3 +612,15 @@ def test_the_report_and_run_pages_read_a_constant_number_of_queries(
     assert _count(client, run_page(small)) == _count(client, run_page(big))
     with django_assert_max_num_queries(3):
         client.get(run_page(big))
+
+
+def test_the_filter_choices_are_read_once_per_viewer_then_kept(client, assorted):
+    def choice_queries():
+        with CaptureQueriesContext(connection) as q:
+            assert client.get(LIST).status_code == 200
+        return [s["sql"] for s in q.captured_queries if '"submitted_by_id" IS NOT NULL' in s["sql"]]
+
+    assert len(choice_queries()) == 1
+    assert choice_queries() == []  # kept for anonymous viewers
+    client.force_login(UserFactory.create(username="reader"))
+    assert len(choice_queries()) == 1  # a member's choices are their own
