@@ -43,7 +43,6 @@ sys.path.insert(0, str(ROOT))
 BROKER = "redis://127.0.0.1:6379/10"
 DB_NAME = "rcubench_bw"
 DB_URL = f"postgres://rcubench:rcubench@127.0.0.1:5432/{DB_NAME}"
-ADMIN_URL = "postgresql://rcubench:rcubench@127.0.0.1:5432/postgres"
 QUEUE = "bench.qemu-x86_64"
 os.environ.update({
     "DATABASE_URL": DB_URL, "CELERY_BROKER_URL": BROKER, "RCUBENCH_INSTANCE": "bw-",
@@ -54,20 +53,9 @@ os.environ.update({
     "RCUBENCH_VM_PIN": "false",
 })  # fmt: skip
 
-import psycopg
 
+from perf._db import reset_database
 from perf.control_plane import machine_cpu, stop
-
-
-def reset_database(create: bool) -> None:
-    if not create:
-        from django.db import connections
-
-        connections.close_all()
-    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        if create:
-            conn.execute(f"CREATE DATABASE {DB_NAME}")
 
 
 def worker(logs: Path, name: str, *args: str) -> subprocess.Popen[bytes]:
@@ -192,7 +180,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=24, help="runs per side")
     args = parser.parse_args()
     print(f"load average at the start: {os.getloadavg()}", flush=True)
-    reset_database(create=True)
+    reset_database(DB_NAME, create=True)
     logs = Path(tempfile.mkdtemp(prefix="rcubench-bw-"))
     results = []
     try:
@@ -205,7 +193,7 @@ def main() -> None:
             print(f"N = {n} bench worker(s): {2 * args.runs} boots ...", flush=True)
             results.append(measure(n, args.runs, seeded, logs))
     finally:
-        reset_database(create=False)
+        reset_database(DB_NAME, create=False)
     print(f"\nlogs: {logs}")
     print(
         "N  runs ok  other  span s  runs/hour  run s  VM s  contended  others' share  "

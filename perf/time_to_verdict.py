@@ -39,25 +39,10 @@ os.environ["DATABASE_URL"] = f"postgres://rcubench:rcubench@127.0.0.1:5432/{DB_N
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 import django
-import psycopg
 
-ADMIN_URL = "postgresql://rcubench:rcubench@127.0.0.1:5432/postgres"
+from perf._db import reset_database
 
-
-def reset_database(create: bool) -> None:
-    """Drop rcubench_ttv (closing this process's connections to it), and make it afresh if
-    `create`."""
-    if not create:
-        from django.db import connections
-
-        connections.close_all()
-    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        if create:
-            conn.execute(f"CREATE DATABASE {DB_NAME}")
-
-
-reset_database(create=True)
+reset_database(DB_NAME, create=True)
 django.setup()
 
 from benchmarks.registry import get
@@ -181,7 +166,7 @@ def main() -> None:
         if worker is not None:
             worker.kill()
         shutil.rmtree(root, ignore_errors=True)
-        reset_database(create=False)
+        reset_database(DB_NAME, create=False)
     floor_s = sum(parts.values())
     print(ab.table)
     print(f"\ndemo (cold, through the pipeline): {ab.seconds:8.1f} s   verdict: {ab.verdict}")
