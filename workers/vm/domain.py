@@ -107,7 +107,9 @@ def domain_xml(spec: VMSpec, pin: Pinning | None = None) -> str:
     devices = ET.SubElement(dom, "devices")
     ET.SubElement(devices, "emulator").text = EMULATOR[spec.arch]
     serial = ET.SubElement(devices, "serial", type="file")
-    ET.SubElement(serial, "source", path=str(spec.console_log), append="off")
+    # Appended to the empty file the runner made, which virtlogd then keeps as it is (owner,
+    # mode); with append="off" it makes a new one of its own (root's, 0600).
+    ET.SubElement(serial, "source", path=str(spec.console_log), append="on")
     if spec.arch == "ppc64le":
         ET.SubElement(serial, "address", type="spapr-vio")
     ET.SubElement(devices, "memballoon", model="none")

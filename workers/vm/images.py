@@ -23,6 +23,9 @@ BENCHMARKS = ROOT / "benchmarks"
 # Headers every guest program may include (benchmarks/include/*.h).
 GUEST_INCLUDE = BENCHMARKS / "include"
 DEFAULT_BUSYBOX = {"x86_64": Path("/bin/busybox")}
+# Where an image ships its own busybox of an arch Debian cannot install beside the host's
+# (the container image, Dockerfile): the data dir may be a volume that hides anything else.
+IMAGE_GUEST_DIR = Path("/usr/local/lib/rcubench/guest")
 
 
 class ImageError(RuntimeError):
@@ -43,6 +46,8 @@ def guest_programs() -> list[GuestProgram]:
 
 def busybox_for(arch: str, data_dir: Path) -> Path:
     path = DEFAULT_BUSYBOX.get(arch) or data_dir / "guest" / arch / "busybox"
+    if not path.exists() and (shipped := IMAGE_GUEST_DIR / arch / "busybox").exists():
+        return shipped
     if not path.exists():
         raise ImageError(f"no busybox-static for {arch} at {path} (run scripts/setup.sh)")
     return path

@@ -39,6 +39,10 @@ def run_vm(
     /proc; with `pin` and spare host cores, the guest's vCPUs and emulator are pinned."""
     spec.console_log.parent.mkdir(parents=True, exist_ok=True)
     spec.console_log.unlink(missing_ok=True)
+    # Ours and readable before virtlogd opens it (the domain appends to it): a file virtlogd
+    # creates itself is root's with mode 0600, unreadable to a worker that is not root (one
+    # in a container: docs/compose.md).
+    spec.console_log.touch(mode=0o644, exist_ok=False)
     try:
         conn = open_connection(uri)
     except LibvirtUnavailable as exc:
