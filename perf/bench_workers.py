@@ -122,6 +122,8 @@ def measure(n: int, runs: int, seeded: dict[str, Any], logs: Path) -> dict[str, 
 
     redis.Redis.from_url(BROKER).flushdb()
     names = ["control", "analysis", *(f"bench{i}" for i in range(1, n + 1))]
+    logs = logs / f"n{n}"  # each N's own: a worker's log file starts empty
+    logs.mkdir()
     procs = [worker(logs, "control", "-Q", "control", "-c", "2"),
              worker(logs, "analysis", "-Q", "analysis", "-c", "1")]  # fmt: skip
     procs += [worker(logs, f"bench{i}", "-Q", QUEUE, "-c", "1") for i in range(1, n + 1)]
@@ -153,13 +155,15 @@ def measure(n: int, runs: int, seeded: dict[str, Any], logs: Path) -> dict[str, 
              if pk in {r.pk for r in ok}]  # fmt: skip
     p50s = [statistics.median(samples) for samples in Measurement.objects.filter(
         run__in=ok, metric="writer_duration").values_list("samples", flat=True)]  # fmt: skip
+    other = Counter(f"{r.error_code or r.result}: {r.error_message[:200]}"
+                    for r in done if r not in ok)  # fmt: skip
     return {
         "n": n,
         "comparison": c.pk,
         "verdict": c.verdict or c.result or c.error_code,
         "runs_ok": len(ok),
         "runs_other": len(done) - len(ok),
-        "other_codes": dict(Counter(r.error_code or r.result for r in done if r not in ok)),
+        "other_codes": dict(other),
         "span_s": span,
         "runs_per_hour": len(ok) / span * 3600,
         "run_s": statistics.median(run_s),
@@ -206,7 +210,7 @@ def main() -> None:
               f"{r['busy_cores']:16.2f}  {r['verdict']}  {r['other_codes'] or ''}")  # fmt: skip
     print(
         "(run s, VM s, others' share and writer_duration p50: medians over the ok runs; "
-        "writer_duration in the benchmark's unit)"
+        "writer_duration in ms)"
     )
     if len(results) >= 2:
         base = results[0]["runs_per_hour"]

@@ -113,7 +113,14 @@ class ComparisonList(generics.ListCreateAPIView[Comparison]):
 
     @extend_schema(tags=["comparisons"])
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().get(request, *args, **kwargs)
+        # The page is paginated by id (count and ids: no joins), its rows come through the
+        # services' per-row memo (webapp/api/services.py, comparison_rows).
+        visible = self.filter_queryset(self.get_queryset())
+        pks = self.paginate_queryset(visible.values_list("pk", flat=True))
+        assert pks is not None  # noqa: S101 - the view always paginates
+        rows = services.comparison_rows(list(pks), visible, s.ComparisonSerializer,
+                                        self.get_serializer_context())  # fmt: skip
+        return self.get_paginated_response(rows)
 
     @extend_schema(
         tags=["comparisons"],

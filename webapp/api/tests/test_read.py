@@ -7,8 +7,11 @@ import io
 import json
 
 import pytest
+from django.core.serializers.json import DjangoJSONEncoder
 
 from benchmarks import registry
+from webapp.comparisons.models import Comparison
+from webapp.trees.models import Tree
 
 pytestmark = pytest.mark.django_db
 
@@ -223,3 +226,32 @@ def test_the_list_takes_a_constant_number_of_queries(world, anon, django_assert_
                                  revision_b=world.public.revision_b)  # fmt: skip
     with django_assert_max_num_queries(4):
         assert len(anon.get("/api/v1/comparisons/").json()["results"]) == 31
+
+
+def test_list_rows_are_the_serializers_and_follow_every_change_they_show(world, anon):
+    """The list serves rows from a per-process memo (services.comparison_rows): each equals
+    the serializer's output, and any value a row shows makes a new one when it changes."""
+    from webapp.api.serializers import ComparisonSerializer
+    from webapp.factories import PatchSeriesFactory
+
+    def listed() -> dict:
+        rows = anon.get("/api/v1/comparisons/").json()["results"]
+        return next(r for r in rows if r["id"] == world.public.pk)
+
+    def serialized() -> dict:
+        c = Comparison.objects.get(pk=world.public.pk)
+        return json.loads(json.dumps(ComparisonSerializer(c).data, cls=DjangoJSONEncoder))
+
+    assert listed() == serialized()
+    assert listed() == serialized()  # from the memo
+    c = world.public
+    Comparison.objects.filter(pk=c.pk).update(state="done", result="ok", verdict="regression")
+    assert listed()["verdict"] == "regression"
+    Tree.objects.filter(pk=world.tree.pk).update(name="rcu-renamed")
+    assert listed()["tree"] == "rcu-renamed"
+    series = PatchSeriesFactory.create(subject="[PATCH 0/2] rcu: first")
+    type(c.revision_b).objects.filter(pk=c.revision_b_id).update(series=series)
+    assert listed()["series"]["subject"] == "[PATCH 0/2] rcu: first"
+    type(series).objects.filter(pk=series.pk).update(subject="[PATCH v2 0/2] rcu: second")
+    assert listed()["series"]["subject"] == "[PATCH v2 0/2] rcu: second"
+    assert listed() == serialized()
