@@ -69,6 +69,14 @@ def worker(logs: Path, name: str, *args: str) -> subprocess.Popen[bytes]:
     )  # fmt: skip
 
 
+def _no_other_workers() -> None:
+    """A worker left on this broker (an interrupted earlier run) would take runs too."""
+    from workers.celery_app import app
+
+    if others := [name for reply in app.control.ping(timeout=2.0) or [] for name in reply]:
+        sys.exit(f"workers already on {BROKER}: {sorted(others)}; stop them first")
+
+
 def wait_ready(names: list[str], procs: list[subprocess.Popen[bytes]]) -> None:
     from workers.celery_app import app
 
@@ -121,6 +129,7 @@ def measure(n: int, runs: int, seeded: dict[str, Any], logs: Path) -> dict[str, 
     from workers import dispatch
 
     redis.Redis.from_url(BROKER).flushdb()
+    _no_other_workers()
     names = ["control", "analysis", *(f"bench{i}" for i in range(1, n + 1))]
     logs = logs / f"n{n}"  # each N's own: a worker's log file starts empty
     logs.mkdir()
