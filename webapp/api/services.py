@@ -2,8 +2,6 @@
 serializers stay thin). Every query of a comparison, its runs, measurements and verdicts
 goes through webapp.access: what a user may not see is 404, as on the pages."""
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +20,7 @@ from webapp.access import AnyUser
 from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.comparisons.submission import ComparisonRequest, submit_comparison
+from webapp.memo import LruMemo
 from webapp.reports.reproducer import public_url
 from webapp.trees.models import Tree, TreeMembership
 
@@ -137,9 +136,17 @@ def comparison_list(user: AnyUser) -> QuerySet[Comparison]:
 # the URL fields are computed from ids in it), so a row is served from memory only when
 # nothing it shows changed: a new state, a renamed tree or an edited series makes a new
 # key. Least recently used entries go first.
-ROW_MEMO_SIZE = 4096
-_row_memo: "OrderedDict[tuple[object, ...], dict[str, Any]]" = OrderedDict()
-_row_memo_lock = threading.Lock()
+_row_memo: LruMemo[dict[str, Any]] = LruMemo()
+
+
+_columns: dict[type[serializers.Serializer[Any]], tuple[str, ...]] = {}
+
+
+def _columns_of(serializer: type[serializers.Serializer[Any]]) -> tuple[str, ...]:
+    """row_columns of a serializer class, worked out once a process (not on each page)."""
+    if serializer not in _columns:
+        _columns[serializer] = tuple(row_columns(serializer()))
+    return _columns[serializer]
 
 
 def row_columns(serializer: serializers.Serializer[Any], prefix: str = "") -> list[str]:
@@ -170,24 +177,15 @@ def comparison_rows(
 ) -> list[dict[str, Any]]:
     """The comparisons `pks` (of `visible`, in that order) as `serializer` shows them: their
     shown values read in one query, the rows not in the memo serialized from one more."""
-    columns = row_columns(serializer())
-    shown = visible.filter(pk__in=pks).order_by().values_list("pk", *columns)
+    shown = visible.filter(pk__in=pks).order_by().values_list("pk", *_columns_of(serializer))
     base = public_url()  # the URL fields' prefix (a setting): part of what a row shows
     keys = {row[0]: (base, *_hashable(row)) for row in shown}
-    out: dict[int, dict[str, Any]] = {}
-    with _row_memo_lock:
-        for pk, key in keys.items():
-            if (hit := _row_memo.get(key)) is not None:
-                _row_memo.move_to_end(key)
-                out[pk] = hit
+    out = {pk: hit for pk, key in keys.items() if (hit := _row_memo.get(key)) is not None}
     missing = [pk for pk in keys if pk not in out]
     if missing:
-        rows = serializer(visible.filter(pk__in=missing), many=True, context=context).data
-        with _row_memo_lock:
-            for row in rows:
-                out[row["id"]] = _row_memo[keys[row["id"]]] = dict(row)
-            while len(_row_memo) > ROW_MEMO_SIZE:
-                _row_memo.popitem(last=False)
+        for row in serializer(visible.filter(pk__in=missing), many=True, context=context).data:
+            out[row["id"]] = dict(row)
+            _row_memo.put(keys[row["id"]], out[row["id"]])
     return [out[pk] for pk in pks if pk in out]
 
 

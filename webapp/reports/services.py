@@ -8,8 +8,7 @@ reproducer command is in reproducer.py, the CSV and JSON downloads in exports.py
 import gzip
 import logging
 import statistics
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property, lru_cache
@@ -46,6 +45,7 @@ from webapp.comparisons import orchestrator
 from webapp.comparisons.models import Comparison, ComparisonState, Measurement, Run, Target
 from webapp.comparisons.progress import Progress, progress, progress_many
 from webapp.lab.models import LabHost
+from webapp.memo import LruMemo
 from webapp.reports import figures
 from webapp.reports.filters import ComparisonFilter
 from webapp.reports.reproducer import public_url
@@ -896,9 +896,7 @@ def comparison_row(user: AnyUser, pk: int) -> ListRow:
 # memory only when nothing it shows has changed (a run that ended, a renamed tree, a new
 # verdict make a new key), so the memo is never stale. Bounded: least recently used
 # entries go first.
-ROW_MEMO_SIZE = 4096
-_row_memo: "OrderedDict[tuple[object, ...], SafeString]" = OrderedDict()
-_row_memo_lock = threading.Lock()
+_row_memo: LruMemo[SafeString] = LruMemo()
 
 
 def _row_values(c: Comparison, p: Progress) -> tuple[object, ...]:
@@ -917,16 +915,10 @@ def row_html(c: Comparison, p: Progress) -> SafeString:
     """A list row, rendered, or from the process's memo when it shows the same values as
     when it was rendered."""
     key = _row_values(c, p)
-    with _row_memo_lock:
-        hit = _row_memo.get(key)
-        if hit is not None:
-            _row_memo.move_to_end(key)
-            return hit
+    if (hit := _row_memo.get(key)) is not None:
+        return hit
     html = _render_row(c, p)
-    with _row_memo_lock:
-        _row_memo[key] = html
-        while len(_row_memo) > ROW_MEMO_SIZE:
-            _row_memo.popitem(last=False)
+    _row_memo.put(key, html)
     return html
 
 
