@@ -7,10 +7,10 @@ FROM ${BASE_IMAGE}
 # What the workers run here: kernel builds (gcc, the ppc64le cross gcc, bubblewrap, ccache)
 # and guest initramfs images (busybox-static and static guest programs of each arch, hence
 # glibc for both: libc6-dev and libc6-dev-ppc64el-cross). No QEMU: a bench worker only hands
-# domain XML to the host's libvirtd, which starts the host's QEMU (workers/vm/domain.py names
+# domain XML to the host's libvirtd, which starts the host's QEMU (engine/vm/domain.py names
 # /usr/bin/qemu-system-x86_64 and, for ppc64le, /opt/rcubench-qemu from scripts/qemu-ppc64.sh:
 # the host must have them, see docs/compose.md). ppc64el's busybox-static is not installable
-# beside amd64's, so it is unpacked where workers/vm/images.py looks for an image's own.
+# beside amd64's, so it is unpacked where engine/vm/images.py looks for an image's own.
 # A mirror caught mid-sync fails one index and `apt-get update` with it; install is the judge.
 ENV DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1 PATH=/opt/venv/bin:$PATH
 RUN dpkg --add-architecture ppc64el && (apt-get update || true) && apt-get install -y --no-install-recommends \

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from kombu import pools as kombu_pools
 
-pytest_plugins = ["webapp.browser"]  # the `browser` fixture: real headless Chromium
+pytest_plugins = ["tests.support.browser"]  # the `browser` fixture: real headless Chromium
 
 
 @pytest.fixture
@@ -224,7 +224,7 @@ def kernel_data_dir() -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def build_settings(kernel_data_dir):
-    from workers.build.builder import BuildSettings
+    from engine.build.builder import BuildSettings
 
     return BuildSettings(
         root=kernel_data_dir / "build",
@@ -237,7 +237,7 @@ def build_settings(kernel_data_dir):
 @pytest.fixture(scope="session")
 def kernel_request():
     """BuildRequest for the default tree at BASE_TAG with every benchmark's Kconfig."""
-    from workers.build.builder import BuildRequest
+    from engine.build.builder import BuildRequest
 
     def make(**kw: object) -> BuildRequest:
         fields: dict[str, object] = {
@@ -256,7 +256,7 @@ def kernel_request():
 def x86_kernel_race(build_settings, kernel_request):
     """The session's x86_64 benchmark kernel, requested twice at the same moment: one
     request builds it, the other waits and gets the stored artifact."""
-    from workers.build.builder import build_kernel
+    from engine.build.builder import build_kernel
 
     barrier = threading.Barrier(2)
 
@@ -275,6 +275,6 @@ def x86_kernel(x86_kernel_race):
 
 @pytest.fixture(scope="session")
 def ppc64le_kernel(build_settings, kernel_request):
-    from workers.build.builder import build_kernel
+    from engine.build.builder import build_kernel
 
     return build_kernel(kernel_request(arch="ppc64le"), build_settings)

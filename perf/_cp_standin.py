@@ -1,5 +1,5 @@
 """The Celery app of perf/control_plane.py's workers: the project's real app and tasks with
-one part replaced, the boot. `workers.vm.runner.run_vm` becomes a stand-in that sleeps for
+one part replaced, the boot. `engine.vm.runner.run_vm` becomes a stand-in that sleeps for
 the simulated boot (CP_RUN_SECONDS, jitter CP_JITTER) and returns an ok RunOutcome whose
 console is a real captured sync-rcu-latency console (CP_FIXTURE), its writer-duration
 values scaled by one random factor per run (CP_NOISE_PCT, the boot-to-boot spread), so the
@@ -31,10 +31,11 @@ from workers.celery_app import app
 
 django.setup()
 
-from webapp.comparisons import orchestrator, services
-from workers.console import RunOutcome
-from workers.vm import outcomes, runner
-from workers.vm.domain import VMSpec
+from engine.run import outcomes
+from engine.run.console import RunOutcome
+from engine.vm import runner
+from engine.vm.domain import VMSpec
+from webapp.comparisons import orchestrator, runs
 
 __all__ = ["app"]
 
@@ -46,7 +47,7 @@ READY = Path(os.environ.get("CP_READY", "/tmp/cp-ready"))
 FIXTURE = Path(os.environ.get("CP_FIXTURE", "")).read_text() if os.environ.get("CP_FIXTURE") else ""
 _DURATION = re.compile(r"(writer-duration:\s+\d+ )(\d+)")
 _RUN_ID = re.compile(r"-run(\d+)-")
-_POLL = 0.05  # the real runner's poll interval (workers/console.POLL)
+_POLL = 0.05  # the real runner's poll interval (engine/run/console.POLL)
 
 _lock = threading.Lock()
 _files: dict[int, Any] = {}
@@ -115,7 +116,7 @@ def _timed(kind: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 runner.run_vm = standin_run_vm
 runner.destroy_leftovers = lambda uri, prefix: []
-services.record_outcome = _timed("record", services.record_outcome)
+runs.record_outcome = _timed("record", runs.record_outcome)
 orchestrator.advance = _timed("advance", orchestrator.advance)
 orchestrator.conclude_look = _timed("look", orchestrator.conclude_look)
 

@@ -5,8 +5,8 @@ import os
 from pathlib import Path
 
 from benchmarks.registry import BENCHMARKS, kconfig_for
-from workers.build.builder import BuildOutcome, BuildRequest, BuildSettings, build_kernel
-from workers.vm.images import build_initramfs, busybox_for
+from engine.build.builder import BuildOutcome, BuildRequest, BuildSettings, build_kernel
+from engine.vm.images import build_initramfs, busybox_for
 
 DATA = Path(os.environ.get("RCUBENCH_DATA_DIR", "/var/lib/rcubench"))
 TREE = DATA / "trees" / "linux-6.12.git"

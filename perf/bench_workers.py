@@ -16,7 +16,7 @@ straight to runs.
 Per N it prints: wall from the first run's start to the last run's end, runs/hour, the
 median run duration (claim to stored, from the Run rows) and VM wall time (VM start to
 end), the runs flagged contended and the median share of the host's CPU others used while a
-run booted (workers/vm/hostload.py), the median writer_duration p50 of the runs, and the machine's
+run booted (engine/run/hostload.py), the median writer_duration p50 of the runs, and the machine's
 busy cores over the span (/proc/stat). Then the ratio runs/hour(2) / runs/hour(1).
 
 Its own PostgreSQL database (rcubench_bw, made afresh, dropped at the end) and Redis
@@ -95,13 +95,13 @@ def seed() -> dict[str, Any]:
     from django.utils import timezone
 
     from benchmarks.registry import BENCHMARKS, kconfig_for
+    from engine.build import kconfig
+    from engine.build.arch import profile
     from perf import _kernels
     from webapp.comparisons.models import Target
     from webapp.states import Result, State
     from webapp.trees.models import Build, Revision
     from webapp.trees.services import default_tree
-    from workers.build import kconfig
-    from workers.build.arch import profile
 
     print("kernel: building or taking it from the build cache ...", flush=True)
     out = _kernels.kernel("x86_64")
@@ -124,9 +124,9 @@ def measure(n: int, runs: int, seeded: dict[str, Any], logs: Path) -> dict[str, 
     import redis
     from django.db import transaction
 
+    from webapp import dispatch
     from webapp.comparisons.models import Comparison, ComparisonState, Measurement, Run
     from webapp.states import Result, State
-    from workers import dispatch
 
     redis.Redis.from_url(BROKER).flushdb()
     _no_other_workers()

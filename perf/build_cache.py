@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from workers.build.builder import BuildRequest, BuildSettings, build_kernel
+from engine.build.builder import BuildRequest, BuildSettings, build_kernel
 
 DEFAULT_TREE = Path("/var/lib/rcubench/trees/linux-6.12.git")
 FRAGMENT = ("CONFIG_RCU_SCALE_TEST=y", "CONFIG_BPF_SYSCALL=y")

@@ -227,11 +227,11 @@ def measure(hosts: int, k: int, args: argparse.Namespace, env: dict[str, str], r
     from django.db import connection
     from django.db.models import Q
 
+    from webapp import dispatch
     from webapp.comparisons import orchestrator
     from webapp.comparisons.models import Comparison, ComparisonState, Run
     from webapp.states import Result as R
     from webapp.states import State
-    from workers import dispatch
 
     res = Result(hosts, k)
     broker = redis.Redis.from_url(BROKER)
@@ -390,13 +390,13 @@ def seed(root: Path) -> dict[str, Any]:
     from django.utils import timezone
 
     from benchmarks.registry import BENCHMARKS, kconfig_for
+    from engine.build import kconfig
+    from engine.build.arch import profile
     from webapp.comparisons.models import Target
     from webapp.states import Result as R
     from webapp.states import State
     from webapp.trees.models import Build, Revision
     from webapp.trees.services import default_tree
-    from workers.build import kconfig
-    from workers.build.arch import profile
 
     tree = default_tree()
     fragments = kconfig_for(BENCHMARKS)
@@ -554,7 +554,7 @@ def main() -> None:
         import django
 
         django.setup()
-        from workers.vm.images import build_initramfs, busybox_for
+        from engine.vm.images import build_initramfs, busybox_for
 
         build_initramfs("x86_64", data / "images", busybox_for("x86_64", data))  # once, cached
         seeded = seed(root)

@@ -12,7 +12,7 @@ not assumed. Targets (issue 17's acceptance):
   - anchor-drift: five +0.8% steps (heads 10, 20, 30, 40, 50; each below the 2% practical
     threshold, +4.06% in all) are caught by the anchor comparison: the anchor (before the
     steps) against the head after them, run through the project's statistics engine
-    (webapp.analysis.engine.analyse via stats_simulation.run_sequential: the policy's
+    (stats.verdicts.analyse via stats_simulation.run_sequential: the policy's
     runs, 24..96 per side, looks every 24, one primary metric) with synthetic runs;
     P(verdict == regression) >= 90%;
   - anchor-aa: the anchor comparison without drift: P(regression) <= 5% (the spec's
@@ -22,7 +22,7 @@ Reference lines (no target): the same step and flat histories with 5% of the hea
 flat history checked after every push from head 6 to 60 as record_change_points does
 (P(any change point ever)).
 
-How: webapp.analysis.changepoints.confirmed exactly as the history service calls it
+How: stats.changepoints.confirmed exactly as the history service calls it
 (PELT, rank cost, penalty 3 log n, on the history and its 4 shorter prefixes, which must
 agree within 2 heads); each line prints the value +- its binomial standard error,
 the target, PASS/FAIL (REF: no target), the number of trials and the wall time
@@ -51,8 +51,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from perf import stats_simulation as sim
-from webapp.analysis import changepoints, defaults
-from webapp.analysis import engine as E
+from stats import changepoints, defaults
+from stats import verdicts as E
 
 SEED = 20261124
 HEADS = 60

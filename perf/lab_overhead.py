@@ -1,6 +1,6 @@
 """The lab runner's own overhead per run on the stand-in (issue 19), against the benchmark.
 
-Each run is what a lab worker does (workers/lab/runner.py): ssh connect, copy the kernel
+Each run is what a lab worker does (engine/lab/runner.py): ssh connect, copy the kernel
 and initramfs (sha256-checked; a copy the host has is skipped), kexec -l, then kexec -e and
 the kernel under test running the benchmark to its end (`kernel`, the part a VM run also
 has), then bringing the host back to its known-good kernel (`restore`: the restart, the
@@ -27,11 +27,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.registry import get
+from engine.lab.runner import REMOTE_DIR, LabJob, restore, run_lab
+from engine.lab.ssh import check, connect
+from engine.lab.tests.standin import IMAGE_DIR, SCRIPT, _free_port, standin_host
+from engine.run.outcomes import OK
 from perf._kernels import initramfs, kernel
-from workers.lab.runner import REMOTE_DIR, LabJob, restore, run_lab
-from workers.lab.ssh import check, connect
-from workers.lab.tests.standin import IMAGE_DIR, SCRIPT, _free_port, standin_host
-from workers.vm.outcomes import OK
 
 CMDLINE = "console=ttyS0 panic=-1 rcubench.end=reboot"
 

@@ -1,4 +1,4 @@
-"""Calibration of the multimodality warning (webapp/analysis/modality.py) by simulation.
+"""Calibration of the multimodality warning (stats/modality.py) by simulation.
 
 Default: for each data model of perf/stats_simulation.py (and two harsher unimodal ones),
 the share of simulated sides on which `modality.multimodality` fires, at n = 24 (and 48, 96),
@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from perf.stats_simulation import bimodal, lognormal, outliers, quantized
-from webapp.analysis import modality
+from stats import modality
 
 SEED = 20261124
 Gen = Callable[[np.random.Generator, int], np.ndarray]

@@ -17,11 +17,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.registry import get
 from benchmarks.spec import Kind, RunContext
+from engine.run.outcomes import OK
+from engine.vm.domain import VMSpec
+from engine.vm.runner import new_domain_name, run_vm
 from perf._kernels import initramfs, kernel
 from perf.vm_overhead import TOPOLOGY, URI
-from workers.vm.domain import VMSpec
-from workers.vm.outcomes import OK
-from workers.vm.runner import new_domain_name, run_vm
 
 PER_ARCH = {
     "x86_64": ["sync-rcu-latency", "smt-toggle", "boot-time", "bpf-slab"],

@@ -29,8 +29,8 @@ other work used during a boot ("busy", from the runner's host monitor: near 0 on
 host), median boot wall time (host clock, domain defined to destroyed), median grace
 periods per boot, median of the per-run mean and p90 (ms), the run-to-run CV (SD of the
 logs of the per-run values, %) of the per-run mean, p90 and p50 of writer_duration (as
-webapp.analysis.engine.run_values computes them), and the engine's smallest detectable
-shift (stats.smallest_detectable_shift, 80% power, at the last look's boundary
+stats.verdicts.run_values computes them), and the engine's smallest detectable
+shift (methods.smallest_detectable_shift, 80% power, at the last look's boundary
 Design().alpha_at(last look)) at 24 and 96 runs per side. Then CV ratios against `default`
 and a PASS/FAIL line per configuration for the target: SDS of the mean and of the p90
 <= 1% at 96 runs per side. An SD estimated from n boots is itself uncertain by about
@@ -62,15 +62,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.registry import BENCHMARKS, get, kconfig_for
 from benchmarks.spec import ParseError, RunContext
+from engine.build.arch import profile
+from engine.build.builder import BuildOutcome
+from engine.run.outcomes import OK
+from engine.vm.domain import VMSpec
+from engine.vm.runner import new_domain_name, run_vm
 from perf._kernels import DATA, initramfs, kernel
 from perf.vm_overhead import URI
-from webapp.analysis import stats
-from webapp.analysis.engine import Design, RunSamples, run_values
-from workers.build.arch import profile
-from workers.build.builder import BuildOutcome
-from workers.vm.domain import VMSpec
-from workers.vm.outcomes import OK
-from workers.vm.runner import new_domain_name, run_vm
+from stats import methods
+from stats.verdicts import Design, RunSamples, run_values
 
 ARCH = "x86_64"
 BENCH = get("sync-rcu-latency")
@@ -156,7 +156,7 @@ class Boot:
 
 def idle_initramfs(arch: str, cache_dir: Path) -> Path:
     """An initramfs holding only /init built from perf/idle_init.c (static), cached under
-    the hash of the source and the compiler; packed as workers.vm.images packs its own
+    the hash of the source and the compiler; packed as engine.vm.images packs its own
     (sorted names, mtimes 0, owner 0:0, cpio --reproducible, gzip -n)."""
     cc = profile(arch).cc
     key = hashlib.sha256(
@@ -318,7 +318,7 @@ class Summary:
 
     def sds(self, statistic: str, n: int, alpha: float) -> float | None:
         cv = self.cv[statistic]
-        return None if cv is None else stats.smallest_detectable_shift(cv, n, n, alpha=alpha)
+        return None if cv is None else methods.smallest_detectable_shift(cv, n, n, alpha=alpha)
 
 
 def summarise(cfg: Config, boots: Sequence[Boot]) -> Summary:

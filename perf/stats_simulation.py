@@ -1,9 +1,9 @@
 """Seeded simulations of the statistics engine against every target of STATS.md's Spec (v2).
 
-Through the engine's own functions: webapp.analysis.engine.analyse for the whole sequential
+Through the engine's own functions: stats.verdicts.analyse for the whole sequential
 procedure (looks at 24/48/72/96, more runs while it asks for them) and the 20-metric family,
 engine.failure_result for failure rates, engine.non_finite for NaN/inf; the stats functions
-it calls for fixed-N rates; webapp.analysis.modality for the multimodality warning (imported
+it calls for fixed-N rates; stats.modality for the multimodality warning (imported
 lazily: its lines print SKIP while the module does not exist). One line per check: the value
 +- its standard error (binomial for a rate, of the mean for runs/side), the target,
 PASS/FAIL (REF: a reference line, no target), the number of simulations and the wall time.
@@ -49,8 +49,8 @@ from scipy import stats as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from webapp.analysis import defaults, stats
-from webapp.analysis import engine as E
+from stats import defaults, methods
+from stats import verdicts as E
 
 SEED = 20261121
 PERM = 999  # permutations per test at fixed N
@@ -59,7 +59,7 @@ N_BOOT, PERM_SHAPE = 10, 99  # cluster bootstrap and Anderson-Darling: not what 
 CV = 0.05
 RATE_SIMS = 2_000  # STATS.md: rates near 5%
 PRECISE_SIMS = 10_000  # STATS.md: power, and targets within 2 points of their limit
-MODALITY = "webapp.analysis.modality"  # being written: its targets SKIP while it is missing
+MODALITY = "stats.modality"  # being written: its targets SKIP while it is missing
 
 Sim = Callable[[str, int], list[float]]
 Runs = np.ndarray | Sequence[np.ndarray]  # one value per run, or each run's samples
@@ -152,7 +152,7 @@ def _rng(name: str, i: int) -> np.random.Generator:
 
 
 def bm_rejects(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> float:
-    return float(stats.brunner_munzel(a, b, n_perm=PERM, rng=rng).p_value <= 0.05)
+    return float(methods.brunner_munzel(a, b, n_perm=PERM, rng=rng).p_value <= 0.05)
 
 
 def fixed_aa(gen: Callable[[np.random.Generator, int], np.ndarray]) -> Sim:
@@ -192,7 +192,7 @@ def nested_aa(run_sd: float) -> Sim:
         ra, rb = nested(rng, 24, 100, run_sd), nested(rng, 24, 100, run_sd)
         p50 = bm_rejects(np.array([np.median(r) for r in ra]),
                          np.array([np.median(r) for r in rb]), rng)  # fmt: skip
-        p99 = stats.tail_test(ra, rb, n_perm=PERM, n_boot=N_BOOT, rng=rng).p_value <= 0.05
+        p99 = methods.tail_test(ra, rb, n_perm=PERM, n_boot=N_BOOT, rng=rng).p_value <= 0.05
         pooled = st.mannwhitneyu(np.concatenate(ra), np.concatenate(rb)).pvalue <= 0.05
         return [p50, float(p99), float(pooled)]
 
@@ -202,7 +202,7 @@ def nested_aa(run_sd: float) -> Sim:
 def tail_only(name: str, i: int) -> list[float]:
     rng = _rng(name, i)
     ra, rb = nested(rng, 24, 100, 0.02), nested(rng, 24, 100, 0.02, tail=1.3)
-    p99 = stats.tail_test(ra, rb, n_perm=PERM, n_boot=N_BOOT, rng=rng).p_value <= 0.05
+    p99 = methods.tail_test(ra, rb, n_perm=PERM, n_boot=N_BOOT, rng=rng).p_value <= 0.05
     p50 = bm_rejects(np.array([np.median(r) for r in ra]),
                      np.array([np.median(r) for r in rb]), rng)  # fmt: skip
     return [float(p99), p50]
@@ -214,7 +214,7 @@ def hl_coverage(n_b: int, cv_b: float) -> Sim:
 
     def one(name: str, i: int) -> list[float]:
         rng = _rng(name, i)
-        shift = stats.hodges_lehmann(lognormal(rng, 24), lognormal(rng, n_b, 0.05, cv_b))
+        shift = methods.hodges_lehmann(lognormal(rng, 24), lognormal(rng, n_b, 0.05, cv_b))
         return [float(shift.low <= 5.0 <= shift.high)]
 
     return one
@@ -254,8 +254,8 @@ def spread_only(name: str, i: int) -> list[float]:
     return [bm_rejects(a, b, rng), float(mwu)]
 
 
-def _counts(attempts: int, failed: int) -> stats.FailureCounts:
-    return stats.FailureCounts(attempts - failed, (("panic", failed),) if failed else ())
+def _counts(attempts: int, failed: int) -> methods.FailureCounts:
+    return methods.FailureCounts(attempts - failed, (("panic", failed),) if failed else ())
 
 
 LOOKS = E.Design().looks  # the default design's looks: 24, 48, 72, 96 runs per side
@@ -472,7 +472,7 @@ def run_target(index: int, sims: int, pool: multiprocessing.pool.Pool) -> list[s
 
 
 def _separation(a: np.ndarray, b: np.ndarray) -> tuple[bool, str]:
-    t = stats.brunner_munzel(a, b, rng=np.random.default_rng(SEED))
+    t = methods.brunner_munzel(a, b, rng=np.random.default_rng(SEED))
     return t.p_value < 0.01 and math.isfinite(t.p_value), f"p {t.p_value:.3g} ({t.method})"
 
 
@@ -489,8 +489,8 @@ def separation_unequal() -> tuple[bool, str]:
 
 
 def failures_flagged() -> tuple[bool, str]:
-    f = E.BenchmarkFailures("sim", stats.FailureCounts(ok=24),
-                            stats.FailureCounts(ok=18, failures=(("panic", 6),)))  # fmt: skip
+    f = E.BenchmarkFailures("sim", methods.FailureCounts(ok=24),
+                            methods.FailureCounts(ok=18, failures=(("panic", 6),)))  # fmt: skip
     r = E.failure_result(f, 1, len(LOOKS))  # the first look, as conclude() calls it
     return r.verdict == E.RELIABILITY, (f"failure rates 0/24 vs 6/24 (panic) at the first look: "
                                         f"verdict {r.verdict}, p {r.p_value:.3g}; target "

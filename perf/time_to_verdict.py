@@ -46,13 +46,13 @@ reset_database(DB_NAME, create=True)
 django.setup()
 
 from benchmarks.registry import get
+from engine.build.builder import build_kernel
+from engine.vm.domain import VMSpec
 from perf._kernels import DATA as MACHINE_DATA
 from perf._kernels import build_settings, initramfs, request
 from perf.vm_overhead import TOPOLOGY, bare_cmd
 from webapp.comparisons.models import Comparison
 from webapp.states import Result
-from workers.build.builder import build_kernel
-from workers.vm.domain import VMSpec
 
 MBOX = ROOT / "demo" / "0001-rcu-fqs-one-more-jiffy-demo.mbox"
 

@@ -3,7 +3,7 @@
 Both boot the same kernel and initramfs with the same command line (sync-rcu-latency:
 rcuscale runs 100 grace periods and powers off), interleaved A B B A ... in one run so
 drift in machine load hits both alike. Wall time per boot, host clock:
-    runner  workers.vm.runner.run_vm through libvirt (define, start, watch console, destroy)
+    runner  engine.vm.runner.run_vm through libvirt (define, start, watch console, destroy)
     bare    qemu-system-* -kernel ... -nographic -no-reboot, until QEMU exits (the same
             emulator, firmware and machine options as the domain)
 Target (issue 4): median(runner) / median(bare) <= 1.15 per arch.
@@ -21,10 +21,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.registry import get
+from engine.run.outcomes import OK
+from engine.vm.domain import EMULATOR, FIRMWARE, MACHINE_ARGS, VMSpec
+from engine.vm.runner import new_domain_name, run_vm
 from perf._kernels import initramfs, kernel
-from workers.vm.domain import EMULATOR, FIRMWARE, MACHINE_ARGS, VMSpec
-from workers.vm.outcomes import OK
-from workers.vm.runner import new_domain_name, run_vm
 
 URI = "qemu:///system"
 TOPOLOGY = {

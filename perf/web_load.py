@@ -166,7 +166,7 @@ from django.utils import timezone
 
 from benchmarks.registry import get as get_benchmark
 from benchmarks.spec import Better, Kind
-from webapp.analysis import engine, stats
+from stats import methods, verdicts
 from webapp.analysis import services as analysis_services
 from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.models import Comparison, ComparisonState, Measurement, Run, Target
@@ -250,10 +250,12 @@ def check_specs() -> None:
 
 # --- verdicts: the engine's rows on data of the same shape ------------------------------
 
-TEMPLATES: dict[tuple[tuple[str, ...], float], tuple[str, list[engine.StatResult]]] = {}
+TEMPLATES: dict[tuple[tuple[str, ...], float], tuple[str, list[verdicts.StatResult]]] = {}
 
 
-def verdict_template(benches: tuple[str, ...], shift: float) -> tuple[str, list[engine.StatResult]]:
+def verdict_template(
+    benches: tuple[str, ...], shift: float
+) -> tuple[str, list[verdicts.StatResult]]:
     """The engine's verdict and results for B `shift` times A on these benchmarks, at 48
     runs per side (the second look): computed once, cloned onto each such comparison."""
     key = (benches, shift)
@@ -272,18 +274,18 @@ def verdict_template(benches: tuple[str, ...], shift: float) -> tuple[str, list[
             for side in "AB"
         }  # fmt: skip
         for m in spec.metrics:
-            per_side = {side: [engine.RunSamples(2 * i + (side == "B"), tuple(r[m.name]), False)
+            per_side = {side: [verdicts.RunSamples(2 * i + (side == "B"), tuple(r[m.name]), False)
                                for i, r in enumerate(runs[side])] for side in "AB"}  # fmt: skip
-            metrics.append(engine.MetricInput(
+            metrics.append(verdicts.MetricInput(
                 benchmark=bench, name=m.name, unit=m.unit,
                 per_run_samples=m.kind is Kind.SAMPLES,
                 lower_is_better=m.better is Better.LOWER, primary=m.primary,
                 runs_a=per_side["A"], runs_b=per_side["B"], threshold=m.threshold,
                 threshold_is_absolute=m.threshold_is_absolute,
             ))  # fmt: skip
-        ok = stats.failure_counts(["ok"] * n)
-        failures.append(engine.BenchmarkFailures(bench, ok, ok))
-    analysis = engine.analyse(metrics, engine.Design(seed=len(TEMPLATES)), failures)
+        ok = methods.failure_counts(["ok"] * n)
+        failures.append(verdicts.BenchmarkFailures(bench, ok, ok))
+    analysis = verdicts.analyse(metrics, verdicts.Design(seed=len(TEMPLATES)), failures)
     TEMPLATES[key] = (analysis.verdict, analysis.results)
     return TEMPLATES[key]
 

@@ -15,10 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.registry import BENCHMARKS, get
+from engine.vm.domain import VMSpec
+from engine.vm.runner import new_domain_name, run_vm
 from perf._kernels import initramfs, kernel
 from perf.vm_overhead import TOPOLOGY, URI
-from workers.vm.domain import VMSpec
-from workers.vm.runner import new_domain_name, run_vm
 
 
 def main() -> int:

@@ -19,7 +19,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MIRROR=${RCUBENCH_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SECURITY_MIRROR=${RCUBENCH_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
-# Shared with tests/test_ansible_chroot.py: debootstrap's .debs are downloaded once a machine.
+# Shared with tests/deploy/test_ansible_chroot.py: debootstrap's .debs are downloaded once a machine.
 CACHE=${RCUBENCH_DEBOOTSTRAP_CACHE:-/var/lib/rcubench/debootstrap-cache}
 BASE=rcubench-compose/debian:12
 POSTGRES=rcubench-compose/postgres:15

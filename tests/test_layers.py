@@ -67,9 +67,7 @@ def test_contract_catches_an_engine_module_importing_django(tmp_path):
     (tmp_path / "webapp" / "comparisons" / "orchestrator.py").write_text(
         "from workers import tasks\n"
     )
-    (tmp_path / "webapp" / "comparisons" / "models.py").write_text(
-        "from workers.vm import runner\n"
-    )
+    (tmp_path / "webapp" / "comparisons" / "models.py").write_text("from engine.vm import runner\n")
     for name in ("apps", "consoles"):
         (tmp_path / "webapp" / "comparisons" / f"{name}.py").write_text("")
     (tmp_path / "webapp" / "trees" / "models.py").write_text("")
@@ -93,13 +91,13 @@ def test_contract_catches_an_engine_module_importing_django(tmp_path):
     assert "BROKEN" in result.stdout
     output = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)  # drop colour codes
     for broken in (
-        "workers.vm.runner -> django (l.1)",
+        "engine.vm.runner -> django (l.1)",
         "benchmarks.parser -> webapp.settings (l.1)",
-        "webapp.analysis.engine -> webapp.analysis.models (l.1)",
+        "stats.verdicts -> webapp.analysis.models (l.1)",
         "webapp.comparisons.orchestrator -> workers.tasks (l.1)",
-        "webapp.comparisons.models -> workers.vm.runner (l.1)",
+        "webapp.comparisons.models -> engine.vm.runner (l.1)",
         "webapp.reports.services -> benchmarks.bpf_slab (l.2)",
-        "workers.lab.runner -> webapp.lab.models (l.1)",
+        "engine.lab.runner -> webapp.lab.models (l.1)",
         "webapp.lab.models -> paramiko (l.1)",
     ):
         assert broken in output
@@ -112,7 +110,7 @@ def test_django_setup_loads_no_libvirt_vm_runner_or_build_engine():
         "import sys, django; django.setup(); "
         "import django.contrib.admin; django.contrib.admin.autodiscover(); "
         "print(sorted(m for m in sys.modules if m == 'libvirt' or m.startswith("
-        "('workers.vm.runner', 'workers.build.builder', 'workers.tasks'))))"
+        "('engine.vm.runner', 'engine.build.builder', 'workers.tasks'))))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from workers.build.builder import BuildSettings
-from workers.build.git import ensure_mirror
+from engine.build.builder import BuildSettings
+from engine.build.git import ensure_mirror
 from workers.celery_app import app
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from kombu import Connection
 from kombu.utils.url import maybe_sanitize_url
 
-from workers.vm.connection import describe as describe_libvirt
+from engine.vm.connection import describe as describe_libvirt
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from stats import defaults
 from webapp import logs
-from webapp.analysis import defaults
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -225,7 +225,7 @@ RCUBENCH_WATCH_TICK_SECONDS = env.int("RCUBENCH_WATCH_TICK_SECONDS", default=30)
 # Timeout of each reachability probe behind /healthz.
 RCUBENCH_HEALTH_TIMEOUT_SECONDS = env.float("RCUBENCH_HEALTH_TIMEOUT_SECONDS", default=3.0)
 
-# --- kernel builds (workers/build) ---
+# --- kernel builds (engine/build) ---
 # Mirrors, artifacts, slots and ccache live under the data dir (scripts/setup.sh creates it).
 RCUBENCH_DATA_DIR = env.path("RCUBENCH_DATA_DIR", default="/var/lib/rcubench")
 # When a worker runs as root, builds drop to this unprivileged user inside bubblewrap.
@@ -243,7 +243,7 @@ RCUBENCH_BUILD_MAX_SLOTS = env.int("RCUBENCH_BUILD_MAX_SLOTS", default=6)
 RCUBENCH_BUILD_MEMORY_GB = env.float("RCUBENCH_BUILD_MEMORY_GB", default=8.0)
 RCUBENCH_BUILD_MAX_PROCESSES = env.int("RCUBENCH_BUILD_MAX_PROCESSES", default=4096)
 
-# --- benchmark runs (workers/vm) ---
+# --- benchmark runs (engine/vm) ---
 # A run whose kernel has not reached init by then is boot-failed; one that has not powered
 # off by boot + bench limits is a timeout. TCG boots take seconds; lab machines longer.
 RCUBENCH_BOOT_TIMEOUT_SECONDS = env.int("RCUBENCH_BOOT_TIMEOUT_SECONDS", default=300)
@@ -255,7 +255,7 @@ RCUBENCH_VM_KVM = env.bool("RCUBENCH_VM_KVM", default=False)
 RCUBENCH_CONSOLE_MAX_BYTES = env.int("RCUBENCH_CONSOLE_MAX_BYTES", default=16 * 2**20)
 RCUBENCH_CONSOLE_KEEP_BYTES = env.int("RCUBENCH_CONSOLE_KEEP_BYTES", default=2**20)
 # A run is flagged contended when other processes used more than this share of the host's
-# CPU time while it ran (workers/vm/hostload.py). Measured on a 2-core TCG host during a
+# CPU time while it ran (engine/run/hostload.py). Measured on a 2-core TCG host during a
 # sync-rcu-latency boot: idle 0.00-0.03; beside one busy loop (`yes > /dev/null`, or Python's
 # `while True: pass`) 0.47-0.55, a whole core.
 RCUBENCH_CONTENTION_SHARE = env.float("RCUBENCH_CONTENTION_SHARE", default=0.25)
@@ -269,16 +269,16 @@ RCUBENCH_CONTENTION_IMBALANCE = env.float(
 # pin its guests to the same CPUs.
 RCUBENCH_VM_PIN = env.bool("RCUBENCH_VM_PIN", default=True)
 
-# --- kernels on other hosts (workers/build/artifacts.py) ---
+# --- kernels on other hosts (engine/build/artifacts.py) ---
 # A runner host whose build store is elsewhere fetches kernels from the build host's
-# artifact server (python -m workers.build.artifacts) at this URL, with the shared secret,
+# artifact server (python -m engine.build.artifacts) at this URL, with the shared secret,
 # into <data dir>/artifact-cache (at most RCUBENCH_ARTIFACT_CACHE_GB, least recently used
 # first out). Empty: kernels are read from the local store only (one host, or a shared disk).
 RCUBENCH_ARTIFACT_URL = env.str("RCUBENCH_ARTIFACT_URL", default="")
 RCUBENCH_ARTIFACT_SECRET = env.str("RCUBENCH_ARTIFACT_SECRET", default="")
 RCUBENCH_ARTIFACT_CACHE_GB = env.float("RCUBENCH_ARTIFACT_CACHE_GB", default=10.0)
 
-# --- lab hosts (workers/lab, webapp/lab) ---
+# --- lab hosts (engine/lab, webapp/lab) ---
 # Power cycles of a lab host that did not come back after a run before it is disabled.
 RCUBENCH_LAB_RECOVERY_TRIES = env.int("RCUBENCH_LAB_RECOVERY_TRIES", default=3)
 # How long a lab run waits for a host of its comparison's class to be free.

@@ -1,2 +1,3 @@
-"""rcubench workers: the Celery app and its thin task modules, and the execution engine
-(build/, vm/, lab/), which never imports Django so it runs and is tested without a database."""
+"""The Celery worker: the app with its task modules, time limits and beat schedule
+(celery_app.py), the thin tasks that call the web app's services (tasks/), the start-up
+clean-up and the serving bootstep. The top floor: nothing imports it."""

@@ -1,49 +1,35 @@
-"""The Celery app: Redis broker, JSON messages, one routing table, and the beat schedule.
-
-Messages carry only "do step X for id N"; every step's state lives in PostgreSQL, so a lost
-message or a killed worker is recovered from the database (heartbeats + the reaper).
+"""The Celery worker: the sender's app (webapp/celery.py) with the task modules, their hard
+time limits, the beat schedule, the serving bootstep and logging. Workers and beat start
+from here (`celery -A workers.celery_app worker|beat`); nothing in the web app imports it.
 """
 
-import os
 from typing import Any
 
-from celery import Celery
 from celery.signals import setup_logging
-from kombu import Queue
-
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-
 from django.conf import settings
 
-from workers.build.builder import BuildSettings
-from workers.routing import (
+from engine.build.builder import BuildSettings
+from webapp.celery import app
+from webapp.routing import (
     ADVANCE_UNFINISHED,
-    CONTROL,
     PRUNE_CONSOLE_DIRS,
     REAP_STALE_BUILDS,
     REAP_STALE_RUNS,
     RESEND_LOST_ALERTS,
     WATCH_TICK,
-    all_queues,
-    route_task,
 )
 from workers.serving import ServeTargets
 
-app = Celery(
-    "rcubench",
-    include=[
-        "workers.tasks.control",
-        "workers.tasks.builds",
-        "workers.tasks.bench",
-        "workers.tasks.analysis",
-        "workers.tasks.alerts",
-        "workers.startup",
-    ],
-)
-app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.task_routes = (route_task,)
-app.conf.task_queues = [Queue(name) for name in all_queues(settings.RCUBENCH_BENCH_TARGETS)]
-app.conf.task_default_queue = CONTROL
+__all__ = ["app"]
+
+app.conf.include = [
+    "workers.tasks.control",
+    "workers.tasks.builds",
+    "workers.tasks.bench",
+    "workers.tasks.analysis",
+    "workers.tasks.alerts",
+    "workers.startup",
+]
 # A worker started on a bench queue serves every enabled Target matching RCUBENCH_SERVE,
 # picking up new ones while it runs (workers/serving.py).
 app.steps["consumer"].add(ServeTargets)
@@ -56,7 +42,7 @@ app.steps["consumer"].add(ServeTargets)
 # call). The soft limit comes a minute earlier and raises SoftTimeLimitExceeded in the task,
 # which records the failure itself. Only the prefork pool enforces them (not --pool solo).
 SOFT_MARGIN = 60
-# The mirror's lock and its clone or fetch, up to an hour each (workers/build/git.py).
+# The mirror's lock and its clone or fetch, up to an hour each (engine/build/git.py).
 MIRROR_SECONDS = 2 * 3600
 BUILD_TIME_LIMIT = int(
     settings.RCUBENCH_BUILD_TIMEOUT_SECONDS  # config + make
@@ -67,7 +53,7 @@ BUILD_TIME_LIMIT = int(
 BENCH_TIME_LIMIT = int(
     settings.RCUBENCH_BOOT_TIMEOUT_SECONDS
     + settings.RCUBENCH_BENCH_TIMEOUT_SECONDS
-    + 600  # waiting for the guest image's lock (workers/vm/images.py)
+    + 600  # waiting for the guest image's lock (engine/vm/images.py)
     + 600  # image, domain set-up and teardown, parsing a capped console, storing
 )
 # A lab run also waits for a free host, then brings it back: a boot, and as many power

@@ -13,9 +13,9 @@ def destroy_leftover_domains(sender: Any = None, **_: Any) -> None:
     from django.conf import settings
     from django.db import connection
 
+    from engine.vm.runner import destroy_leftovers
     from webapp.comparisons.models import Target
-    from webapp.comparisons.services import leftover_prefix
-    from workers.vm.runner import destroy_leftovers
+    from webapp.comparisons.runs import leftover_prefix
 
     queues = [q.name for q in sender.app.amqp.queues.consume_from.values()] if sender else []
     names = [q.removeprefix("bench.") for q in queues if q.startswith("bench.")]

@@ -3,7 +3,7 @@
  * line as rcubench.<name>=<integer>. The first occurrence counts, as in vm-images/init:
  * the run service puts the benchmark's own parameters before a submitter's extras.
  *
- * Included by benchmarks/<bench>/guest/<prog>.c (workers/vm/images.py compiles each with
+ * Included by benchmarks/<bench>/guest/<prog>.c (engine/vm/images.py compiles each with
  * -I benchmarks/include); static functions, so each program is still one translation unit.
  */
 #ifndef RCUBENCH_GUEST_H

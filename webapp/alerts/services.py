@@ -32,18 +32,17 @@ from django.db.models import F, Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
-from webapp import access, logs
+from webapp import access, dispatch, logs
 from webapp.access import AnyUser
 from webapp.alerts import messages
 from webapp.alerts.models import Alert, OptOut, Subscription
 from webapp.comparisons.models import Comparison, ComparisonState
-from webapp.reports.reproducer import public_url, reproducer
+from webapp.comparisons.reproducer import public_url, reproducer
 from webapp.reports.services import header, verdict_rows
 from webapp.states import Result
 from webapp.text import storable
 from webapp.trees.models import Tree
 from webapp.watch.models import ChangePoint
-from workers import dispatch
 
 log = logs.get(__name__)
 

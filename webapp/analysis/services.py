@@ -10,7 +10,7 @@ from django.db.models import Q
 
 from benchmarks.registry import get as get_benchmark
 from benchmarks.spec import Better, Kind
-from webapp.analysis import calibration, engine, stats
+from stats import calibration, methods, verdicts
 from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.models import Comparison, Measurement, Run
 from webapp.states import Result, State
@@ -22,9 +22,9 @@ def counted_runs(comparison: Comparison) -> "Iterable[Run]":
     return comparison.runs.filter(state=State.DONE, result=Result.OK)
 
 
-def failure_counts(comparison: Comparison) -> list[engine.BenchmarkFailures]:
+def failure_counts(comparison: Comparison) -> list[verdicts.BenchmarkFailures]:
     """Per benchmark, each side's finished runs by outcome: ok, the kernel's failures and
-    the host's (stats.KERNEL_FAILURES / HOST_FAILURES). Every attempt counts, replaced
+    the host's (methods.KERNEL_FAILURES / HOST_FAILURES). Every attempt counts, replaced
     or not; queued and running ones do not yet."""
     outcomes: dict[tuple[str, str], list[str]] = defaultdict(list)
     rows = comparison.runs.filter(state=State.DONE).values_list("benchmark", "side", "result",
@@ -32,22 +32,22 @@ def failure_counts(comparison: Comparison) -> list[engine.BenchmarkFailures]:
     for bench, side, result, code in rows:
         outcomes[bench, side].append("ok" if result == Result.OK else code or result)
     return [
-        engine.BenchmarkFailures(
+        verdicts.BenchmarkFailures(
             name,
-            stats.failure_counts(outcomes[name, "A"]),
-            stats.failure_counts(outcomes[name, "B"]),
+            methods.failure_counts(outcomes[name, "A"]),
+            methods.failure_counts(outcomes[name, "B"]),
         )
         for name in comparison.benchmarks
     ]
 
 
-def metric_inputs(comparison: Comparison) -> list[engine.MetricInput]:
+def metric_inputs(comparison: Comparison) -> list[verdicts.MetricInput]:
     """The engine's input for every metric of every benchmark of the comparison."""
-    samples: dict[tuple[str, str, str], list[engine.RunSamples]] = defaultdict(list)
+    samples: dict[tuple[str, str, str], list[verdicts.RunSamples]] = defaultdict(list)
     rows = Measurement.objects.filter(run__in=counted_runs(comparison)).select_related("run")
     for m in rows.order_by("run__order"):
         key = (m.benchmark, m.metric, m.run.side)
-        samples[key].append(engine.RunSamples(m.run.order, tuple(m.samples), m.run.contended))
+        samples[key].append(verdicts.RunSamples(m.run.order, tuple(m.samples), m.run.contended))
     inputs = []
     for name in comparison.benchmarks:
         spec = get_benchmark(name).spec
@@ -56,7 +56,7 @@ def metric_inputs(comparison: Comparison) -> list[engine.MetricInput]:
             if not runs_a and not runs_b:
                 continue
             inputs.append(
-                engine.MetricInput(
+                verdicts.MetricInput(
                     benchmark=name,
                     name=metric.name,
                     unit=metric.unit,
@@ -72,8 +72,8 @@ def metric_inputs(comparison: Comparison) -> list[engine.MetricInput]:
     return inputs
 
 
-def design_for(comparison: Comparison, *, allow_few_runs: bool = False) -> engine.Design:
-    return engine.Design(
+def design_for(comparison: Comparison, *, allow_few_runs: bool = False) -> verdicts.Design:
+    return verdicts.Design(
         alpha=comparison.alpha, min_runs=comparison.min_runs, max_runs=comparison.max_runs,
         step=comparison.min_runs, default_threshold_pct=comparison.threshold_pct,
         seed=comparison.seed % 2**32, allow_few_runs=allow_few_runs,
@@ -81,22 +81,22 @@ def design_for(comparison: Comparison, *, allow_few_runs: bool = False) -> engin
     )  # fmt: skip
 
 
-def analyse_comparison(comparison_id: int, *, allow_few_runs: bool = False) -> engine.Analysis:
+def analyse_comparison(comparison_id: int, *, allow_few_runs: bool = False) -> verdicts.Analysis:
     """Analyse the comparison's counted runs and replace its stored verdicts.
 
-    Raises engine.TooFewRuns below the design's minimum (nothing is stored then). The
+    Raises verdicts.TooFewRuns below the design's minimum (nothing is stored then). The
     returned Analysis says whether the comparison needs more runs and how many.
     """
     comparison = Comparison.objects.get(pk=comparison_id)
     design = design_for(comparison, allow_few_runs=allow_few_runs)
-    analysis = engine.analyse(metric_inputs(comparison), design, failure_counts(comparison))
+    analysis = verdicts.analyse(metric_inputs(comparison), design, failure_counts(comparison))
     with transaction.atomic():
         _store(comparison, analysis.results)
         Comparison.objects.filter(pk=comparison.pk).update(verdict=analysis.verdict)
     return analysis
 
 
-def analyse_failures(comparison: Comparison) -> list[engine.StatResult]:
+def analyse_failures(comparison: Comparison) -> list[verdicts.StatResult]:
     """Test each benchmark's failure rate now (a run slot used up its attempts): store the
     failure-rate rows, keeping the last look's metric rows, and return them. The caller
     decides what a reliability regression ends (the orchestrator holds the row lock)."""
@@ -104,14 +104,14 @@ def analyse_failures(comparison: Comparison) -> list[engine.StatResult]:
     design = design_for(comparison, allow_few_runs=True)
     look = design.look_at(max(comparison.scheduled_per_side, comparison.min_runs))
     looks = len(design.looks)
-    results = [engine.failure_result(f, look, looks) for f in failure_counts(comparison)]
+    results = [verdicts.failure_result(f, look, looks) for f in failure_counts(comparison)]
     with transaction.atomic():
         _store(comparison, results, replace_all=False)
     return results
 
 
 def _store(
-    comparison: Comparison, results: list[engine.StatResult], *, replace_all: bool = True
+    comparison: Comparison, results: list[verdicts.StatResult], *, replace_all: bool = True
 ) -> None:
     """Write the results' rows; with replace_all, delete the rows they do not cover."""
     kept = []
@@ -125,9 +125,9 @@ def _store(
         MetricVerdict.objects.filter(comparison=comparison).exclude(pk__in=kept).delete()
 
 
-def _fields(r: engine.StatResult) -> dict[str, object]:
+def _fields(r: verdicts.StatResult) -> dict[str, object]:
     shift, low, high = r.shift, r.ci_low, r.ci_high
-    if r.statistic == engine.FAILURE_STATISTIC:  # rates, in details: no % shift of a median
+    if r.statistic == verdicts.FAILURE_STATISTIC:  # rates, in details: no % shift of a median
         shift = low = high = None
     elif not r.relative:  # absolute (memory): stored as % of A's median too, for one sortable
         # column; none when A's median is 0 (the absolute shift, in details, stands alone)
@@ -148,16 +148,16 @@ def _fields(r: engine.StatResult) -> dict[str, object]:
             "lower_is_better": r.lower_is_better,
         },
     }  # fmt: skip
-    bad = engine.non_finite(fields)  # the engine checked its results; this, what is derived
+    bad = verdicts.non_finite(fields)  # the engine checked its results; this, what is derived
     if bad:
-        raise engine.UnreportableResult(f"{r.benchmark}/{r.metric}[{r.statistic}]: not a "
+        raise verdicts.UnreportableResult(f"{r.benchmark}/{r.metric}[{r.statistic}]: not a "
                                         f"finite number: {', '.join(bad)}")  # fmt: skip
     return fields
 
 
 def _jsonable(value: object) -> object:
     """NumPy scalars as Python numbers, for the JSON field (NaN and inf never get here:
-    engine.check_reportable refuses them)."""
+    verdicts.check_reportable refuses them)."""
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -181,12 +181,12 @@ def calibrate_build(
         benchmark=benchmark, state=State.DONE, result=Result.OK,
     ).order_by("finished_at", "pk")  # fmt: skip
     rows = {
-        m.run_id: engine.RunSamples(m.run.order, tuple(m.samples))
+        m.run_id: verdicts.RunSamples(m.run.order, tuple(m.samples))
         for m in Measurement.objects.filter(run__in=runs, metric=chosen.name).select_related("run")
     }
     ordered = [rows[r.pk] for r in runs if r.pk in rows]
-    values = engine.run_values(ordered, statistic, f"{benchmark}/{chosen.name}")
-    design = engine.Design()
+    values = verdicts.run_values(ordered, statistic, f"{benchmark}/{chosen.name}")
+    design = verdicts.Design()
     cal = calibration.aa_calibration(values, block=block, splits=splits,
                                      mde_alpha=design.alpha_at(len(design.looks)),
                                      rng=np.random.default_rng(seed))  # fmt: skip

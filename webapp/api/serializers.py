@@ -11,13 +11,13 @@ from drf_spectacular.utils import extend_schema_field
 from knox.models import AuthToken
 from rest_framework import serializers
 
-from webapp.analysis import defaults
+from stats import defaults
 from webapp.analysis.models import MetricVerdict
 from webapp.api import services
+from webapp.comparisons.exports import finite
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.comparisons.progress import progress
-from webapp.reports.exports import finite
-from webapp.reports.reproducer import public_url
+from webapp.comparisons.reproducer import public_url
 from webapp.reports.services import report_url, verdict_unit
 from webapp.states import Arch
 from webapp.trees.models import PatchSeries, Tree, TreeMembership

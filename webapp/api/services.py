@@ -19,9 +19,9 @@ from webapp import access
 from webapp.access import AnyUser
 from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
+from webapp.comparisons.reproducer import public_url
 from webapp.comparisons.submission import ComparisonRequest, submit_comparison
 from webapp.memo import LruMemo
-from webapp.reports.reproducer import public_url
 from webapp.trees.models import Tree, TreeMembership
 
 PK_MAX = 2**63 - 1  # bigint: a larger id matches nothing (and must not reach the database)

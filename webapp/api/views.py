@@ -24,9 +24,9 @@ from webapp.api.auth import BasicAuthentication, TokenAuthentication
 from webapp.api.errors import PayloadTooLarge
 from webapp.api.filters import ComparisonFilter
 from webapp.api.pagination import MeasurementPagination
+from webapp.comparisons import exports
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.comparisons.submission import SubmissionError
-from webapp.reports import exports
 from webapp.reports import services as report_services
 from webapp.trees import lore
 from webapp.trees.models import Tree

@@ -101,7 +101,7 @@ class RunAdmin(admin.ModelAdmin):
 
     @admin.action(description="End stale running runs now (reaper)")
     def reap_stale(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
-        from webapp.comparisons.services import reap_stale_runs
+        from webapp.comparisons.runs import reap_stale_runs
 
         self.message_user(request, f"{reap_stale_runs()} stale run(s) marked incomplete.")
 

@@ -9,8 +9,8 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
 from benchmarks.registry import BENCHMARKS
+from stats import defaults
 from webapp import access
-from webapp.analysis import defaults
 from webapp.comparisons.models import Comparison, Target
 
 # The fuzz fallback, in the words of ComparisonRequest.patch_fallback.

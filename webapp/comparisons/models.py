@@ -7,7 +7,9 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 
-from webapp.analysis import defaults
+from engine.run import outcomes
+from stats import defaults
+from webapp.routing import bench_queue
 from webapp.states import (
     Arch,
     Result,
@@ -16,8 +18,6 @@ from webapp.states import (
     result_only_when_done,
 )
 from webapp.trees.models import Build, Revision
-from workers.routing import bench_queue
-from workers.vm import outcomes
 
 
 class Target(models.Model):
@@ -189,7 +189,7 @@ class Run(TrackedStep):
         B = "B"
 
     class Error(models.TextChoices):
-        # The VM runner's outcomes (workers/vm/runner.py), then the run service's own.
+        # The VM runner's outcomes (engine/vm/runner.py), then the run service's own.
         NONE = "", "(none)"
         BOOT_FAILED = outcomes.BOOT_FAILED
         PANIC = outcomes.PANIC
@@ -214,7 +214,7 @@ class Run(TrackedStep):
     ready_seconds = models.FloatField(
         null=True, blank=True, help_text="VM start to the guest's ready marker."
     )
-    # What else the host did during the run (workers/vm/hostload.py); null: not measured.
+    # What else the host did during the run (engine/run/hostload.py); null: not measured.
     host_busy_share = models.FloatField(
         null=True, blank=True,
         help_text="Other processes' CPU time / (run seconds x host CPUs), the run's QEMU excluded.",

@@ -26,13 +26,12 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from benchmarks.registry import BENCHMARKS, kconfig_for
-from webapp import logs
+from webapp import dispatch, logs
 from webapp.comparisons.models import Comparison, ComparisonState, Run
 from webapp.comparisons.schedule import abba_slots, replacement_pairs
 from webapp.states import Result, State, finish_step, log_state
 from webapp.trees.models import Build
 from webapp.trees.services import request_build
-from workers import dispatch
 
 log = logs.get(__name__)
 ACTIVE = (
@@ -151,7 +150,7 @@ def _end_on_failures(c: Comparison, run: Run, attempts: int) -> None:
     comparison's answer: it ends ok with the verdict reliability-regression, having done
     its job. Otherwise (host failures, which never count, or an excess the test does not
     find) it ends failed as runs-failed."""
-    from webapp.analysis.engine import RELIABILITY
+    from stats.verdicts import RELIABILITY
     from webapp.analysis.services import analyse_failures
 
     slot = (f"{run.benchmark} side {run.side}: one run slot failed {attempts} times; "
@@ -179,7 +178,7 @@ def _failure_summary(benchmark: str, details: dict[str, object], p: float) -> st
 
 def conclude_look(comparison_id: int) -> None:
     """The analysis step: run the engine on the counted runs, then extend or finish."""
-    from webapp.analysis.engine import TooFewRuns
+    from stats.verdicts import TooFewRuns
     from webapp.analysis.services import analyse_comparison
 
     c = Comparison.objects.get(pk=comparison_id)

@@ -7,7 +7,7 @@ Which repository it reads:
   The build's mirror fetches every ref of it, so both resolve the same refs (up to a push
   in between). The web app may not read the build's data dir (`make up` runs it as an
   unprivileged user) and writes nothing to the tree: the series is applied to a scratch
-  index and object directory (`workers.build.git.scratch_index`). On the demo tree:
+  index and object directory (`engine.build.git.scratch_index`). On the demo tree:
   resolving a ref takes about 10 ms, checking the two-patch fixture about 0.1 s.
 - A remote tree: the build's mirror on this host, fetched first (as a build would) within
   FETCH_TIMEOUT. A web host without the build data, or one that may not update the mirror,
@@ -32,10 +32,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from webapp import logs
-from webapp.trees.models import Tree
-from workers.build.git import BadRefError, GitError, ensure_mirror, mirror_path, resolve
-from workers.build.patches import (
+from engine.build.git import BadRefError, GitError, ensure_mirror, mirror_path, resolve
+from engine.build.patches import (
     PatchFailed,
     PatchRefused,
     SeriesError,
@@ -43,8 +41,10 @@ from workers.build.patches import (
     parse_mbox,
     touched_paths,
 )
-from workers.build.sources import UnsafeSourceError
-from workers.build.store import LockTimeout
+from engine.build.sources import UnsafeSourceError
+from engine.build.store import LockTimeout
+from webapp import logs
+from webapp.trees.models import Tree
 
 log = logs.get(__name__)
 FETCH_TIMEOUT = 30.0  # seconds a request may wait for a remote tree's mirror to update

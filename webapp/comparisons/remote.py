@@ -8,7 +8,7 @@ from typing import Any
 
 import requests
 
-from webapp.analysis.engine import FAILURE_STATISTIC
+from stats.verdicts import FAILURE_STATISTIC
 from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.progress import Progress
 from webapp.reports.services import VerdictRow, verdict_order

@@ -18,15 +18,14 @@ from django.db import transaction
 from benchmarks.cmdline import CmdlineError, check_extra
 from benchmarks.registry import get as get_benchmark
 from benchmarks.spec import BenchmarkSpec
-from webapp import access, logs
-from webapp.analysis import defaults
+from engine.build.git import BadRefError, validate_rev
+from stats import defaults
+from webapp import access, dispatch, logs
 from webapp.comparisons import preflight, serving
 from webapp.comparisons.models import Comparison, Target
 from webapp.lab import pools
 from webapp.trees.models import PatchSeries, Revision, Tree
 from webapp.trees.services import DEFAULT_TREE, InvalidSeries, default_tree, store_series
-from workers import dispatch
-from workers.build.git import BadRefError, validate_rev
 
 log = logs.get(__name__)
 CMDLINE_MAX = 1024

@@ -21,8 +21,8 @@ class LabHostAdmin(admin.ModelAdmin):
 
     @admin.action(description="Read arch, kernel and CPU topology from the hosts (ssh)")
     def probe_hosts(self, request: HttpRequest, queryset: QuerySet[LabHost]) -> None:
+        from engine.lab.ssh import SSHError
         from webapp.lab.services import probe
-        from workers.lab.ssh import SSHError
 
         for host in queryset:
             try:

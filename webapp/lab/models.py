@@ -1,5 +1,5 @@
 """Bare-metal lab hosts: the pool of a Target of kind lab, and which hardware class each
-comparison's runs keep to. The runner itself is workers/lab (no Django)."""
+comparison's runs keep to. The runner itself is engine/lab (no Django)."""
 
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models

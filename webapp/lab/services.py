@@ -1,5 +1,5 @@
 """Lab runs: claim a host of the pool (one run per host, a comparison's runs on one hardware
-class), run on it through the lab runner (workers/lab), record the run as a VM run is
+class), run on it through the lab runner (engine/lab), record the run as a VM run is
 recorded, then bring the host back, or disable it with the reason when it does not come.
 
 Every host state change is one log line ("labhost state") with its name and reason.
@@ -16,14 +16,14 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from engine.lab import runner
+from engine.lab.ssh import Endpoint, answers
+from engine.run.console import RunOutcome
+from engine.run.outcomes import INFRA
 from webapp import logs
 from webapp.comparisons.models import Run, Target
 from webapp.lab.models import LabAssignment, LabHost
 from webapp.states import heartbeat
-from workers.console import RunOutcome
-from workers.lab import runner
-from workers.lab.ssh import Endpoint, answers
-from workers.vm.outcomes import INFRA
 
 log = logs.get(__name__)
 _CLAIM_POLL = 2.0

@@ -17,7 +17,7 @@ from django.db.models import QuerySet
 from django.forms.utils import ErrorList
 
 from benchmarks import registry
-from webapp.analysis.engine import SEVERITY
+from stats.verdicts import SEVERITY
 from webapp.comparisons.models import Comparison, ComparisonState
 from webapp.trees.models import Tree
 

@@ -34,22 +34,22 @@ from django.utils.timezone import get_current_timezone_name
 
 from benchmarks import registry
 from benchmarks.spec import BenchmarkSpec, Kind
+from stats.methods import RELIABILITY_ALPHA, FailureCounts
+from stats.verdicts import FAILURE_STATISTIC, SEVERITY, contention_differs
 from webapp import access
 from webapp.access import AnyUser
 from webapp.alerts.models import Alert
-from webapp.analysis.engine import FAILURE_STATISTIC, SEVERITY, contention_differs
 from webapp.analysis.models import MetricVerdict
 from webapp.analysis.services import counted_runs, failure_counts
-from webapp.analysis.stats import RELIABILITY_ALPHA, FailureCounts
 from webapp.comparisons import orchestrator
 from webapp.comparisons.models import Comparison, ComparisonState, Measurement, Run, Target
 from webapp.comparisons.progress import Progress, progress, progress_many
+from webapp.comparisons.reproducer import public_url
+from webapp.comparisons.reproducer import reproducer as reproducer  # re-exported for old callers
 from webapp.lab.models import LabHost
 from webapp.memo import LruMemo
 from webapp.reports import figures
 from webapp.reports.filters import ComparisonFilter
-from webapp.reports.reproducer import public_url
-from webapp.reports.reproducer import reproducer as reproducer  # re-exported for old callers
 from webapp.states import Result, State
 from webapp.trees.models import Build, PatchSeries, Revision, Tree
 from webapp.watch.models import ChangePoint, Push, WatchPolicy

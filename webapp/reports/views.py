@@ -14,8 +14,9 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
 from webapp import access
+from webapp.comparisons import exports
 from webapp.comparisons.models import Run
-from webapp.reports import exports, services
+from webapp.reports import services
 
 
 @require_GET

@@ -3,9 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from webapp.comparisons.models import Comparison
-from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
-from webapp.factories import (
+from tests.support.factories import (
     PASSWORD,
     ComparisonFactory,
     MembershipFactory,
@@ -16,6 +14,8 @@ from webapp.factories import (
     TreeFactory,
     UserFactory,
 )
+from webapp.comparisons.models import Comparison
+from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
 from webapp.trees.models import TreeMembership
 
 pytestmark = pytest.mark.django_db

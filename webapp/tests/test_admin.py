@@ -3,7 +3,7 @@
 import pytest
 from django.contrib import admin
 
-from webapp.factories import BuildFactory, MeasurementFactory, RunFactory
+from tests.support.factories import BuildFactory, MeasurementFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
 

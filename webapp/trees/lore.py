@@ -1,13 +1,13 @@
 """A patch series from lore.kernel.org by message-id, for the front ends (the web form).
 
-The fetch itself is the engine's (`workers.build.lore.fetch_series`: `b4 am` in a throwaway
+The fetch itself is the engine's (`engine.build.lore.fetch_series`: `b4 am` in a throwaway
 directory with its own HOME, with a timeout); this names the failure as the form shows it,
 "could not fetch <msgid> from lore: <reason>", and logs it. Where the network does not reach
 lore (this machine), b4 fails within a second on the name lookup.
 """
 
+from engine.build.lore import LoreError, fetch_series, validate_message_id
 from webapp import logs
-from workers.build.lore import LoreError, fetch_series, validate_message_id
 
 log = logs.get(__name__)
 # A request waits for b4 this long at most; a series thread usually comes in seconds.

@@ -4,14 +4,14 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
+from engine.build import outcomes
+from engine.build.sources import UnsafeSourceError, validate_tree_url
 from webapp.states import (
     Arch,
     TrackedStep,
     error_code_iff_unsuccessful,
     result_only_when_done,
 )
-from workers.build import outcomes
-from workers.build.sources import UnsafeSourceError, validate_tree_url
 
 sha_validator = RegexValidator(r"^[0-9a-f]{40}$", "a full 40-digit lowercase hex git sha")
 sha256_validator = RegexValidator(r"^[0-9a-f]{64}$", "a 64-digit lowercase hex SHA-256")
@@ -170,7 +170,7 @@ class Build(TrackedStep):
     """
 
     class Error(models.TextChoices):
-        # The build engine's codes (workers/build/outcomes.py), one vocabulary for both.
+        # The build engine's codes (engine/build/outcomes.py), one vocabulary for both.
         NONE = "", "(none)"
         FETCH_FAILED = outcomes.FETCH_FAILED
         BAD_REF = outcomes.BAD_REF
@@ -195,7 +195,7 @@ class Build(TrackedStep):
     log = models.TextField(blank=True)
     artifact_dir = models.CharField(max_length=500, blank=True)
     # What a runner on another host fetches by artifact_key, and checks before booting it
-    # (workers/build/artifacts.py): the database, not the serving host, vouches for it.
+    # (engine/build/artifacts.py): the database, not the serving host, vouches for it.
     image_name = models.CharField(max_length=64, blank=True)
     image_sha256 = models.CharField(max_length=64, blank=True)
     seconds = models.FloatField(null=True, blank=True)

@@ -14,15 +14,14 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from webapp import logs
+from engine.build import builder, kconfig
+from engine.build.arch import profile
+from engine.build.artifacts import ArtifactError, fetch_image, file_sha256, prune_cache
+from engine.build.sandbox import Limits
+from webapp import dispatch, logs
 from webapp.states import Result, State, end_silent_steps, finish_step, log_state
 from webapp.text import storable
 from webapp.trees.models import Build, Patch, PatchSeries, Revision, Tree
-from workers import dispatch
-from workers.build import builder, kconfig
-from workers.build.arch import profile
-from workers.build.artifacts import ArtifactError, fetch_image, file_sha256, prune_cache
-from workers.build.sandbox import Limits
 
 log = logs.get(__name__)
 GiB = 2**30
@@ -209,7 +208,7 @@ def store_series(mbox: bytes) -> PatchSeries:
     """
     import hashlib
 
-    from workers.build.patches import SeriesError, parse_mbox
+    from engine.build.patches import SeriesError, parse_mbox
 
     limit = settings.RCUBENCH_MAX_MBOX_BYTES
     if len(mbox) > limit:
@@ -259,7 +258,7 @@ def register_local_tree(path: Path) -> Tree:
     command). Anything else is refused: the build mirrors borrow its objects directory."""
     from django.utils.text import slugify
 
-    from workers.build.sources import UnsafeSourceError, validate_tree_url
+    from engine.build.sources import UnsafeSourceError, validate_tree_url
 
     url = str(path.resolve())
     try:
@@ -281,7 +280,7 @@ def register_local_tree(path: Path) -> Tree:
 
 
 def _is_bare_repository(path: Path) -> bool:
-    from workers.build.git import run_git
+    from engine.build.git import run_git
 
     if not path.is_dir():  # a file could be a gitfile ("gitdir: ...") naming another repo
         return False

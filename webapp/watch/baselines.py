@@ -11,11 +11,11 @@ from pathlib import Path
 
 from django.conf import settings
 
+from engine.build.git import BadRefError, GitError, ensure_mirror, run_git
+from engine.build.git import resolve as git_resolve
+from engine.build.sources import UnsafeSourceError, validate_tree_url
+from engine.build.store import LockTimeout
 from webapp.trees.models import Tree
-from workers.build.git import BadRefError, GitError, ensure_mirror, run_git
-from workers.build.git import resolve as git_resolve
-from workers.build.sources import UnsafeSourceError, validate_tree_url
-from workers.build.store import LockTimeout
 
 FETCH_TIMEOUT = 600.0  # a worker's task, not a request: a kernel tree may take minutes
 LS_REMOTE_TIMEOUT = 60.0

@@ -6,7 +6,7 @@ state tested, not an anchor, by received_at) whose comparison on that target is 
 with result ok, the median of its B side's per-run values (the engine's run-level
 statistic: the value, or a latency run's p50) with a distribution-free CI for it, and the
 comparison's verdict on that metric. Change points come from
-webapp.analysis.changepoints over the series' medians (docs/statistics.md, "Drift
+stats.changepoints over the series' medians (docs/statistics.md, "Drift
 detection").
 """
 
@@ -24,15 +24,14 @@ from scipy import stats as st
 
 from benchmarks.registry import get as get_benchmark
 from benchmarks.spec import Better, Metric
-from webapp import access, logs
+from stats import changepoints
+from webapp import access, dispatch, logs
 from webapp.access import AnyUser
-from webapp.analysis import changepoints
 from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.models import Comparison, Measurement
 from webapp.states import Result, State
 from webapp.trees.models import Tree
 from webapp.watch.models import ChangePoint, Push
-from workers import dispatch
 
 log = logs.get(__name__)
 

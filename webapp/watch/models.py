@@ -7,7 +7,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from webapp.analysis import defaults
+from stats import defaults
 from webapp.comparisons.models import Comparison, Target
 from webapp.trees.models import Tree, sha_validator
 

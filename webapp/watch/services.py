@@ -23,7 +23,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from webapp import logs
+from webapp import dispatch, logs
 from webapp.comparisons import orchestrator
 from webapp.comparisons.models import Comparison, ComparisonState, Target
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
@@ -32,7 +32,6 @@ from webapp.trees.models import Tree
 from webapp.watch import baselines
 from webapp.watch.events import ZERO_SHA, PushEvent
 from webapp.watch.models import Push, WatchPolicy
-from workers import dispatch
 
 log = logs.get(__name__)
 ACTIVE_STATES = orchestrator.ACTIVE

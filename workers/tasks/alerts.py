@@ -3,8 +3,8 @@ webapp.alerts.services."""
 
 from typing import Any
 
+from webapp.routing import NOTIFY_CHANGE_POINT, NOTIFY_COMPARISON, RESEND_LOST_ALERTS, SEND_ALERT
 from workers.celery_app import CONTROL_TIME_LIMIT, SOFT_MARGIN, app
-from workers.routing import NOTIFY_CHANGE_POINT, NOTIFY_COMPARISON, RESEND_LOST_ALERTS, SEND_ALERT
 
 # Database work and one SMTP transaction (EMAIL_TIMEOUT per socket operation).
 _SOFT = CONTROL_TIME_LIMIT - SOFT_MARGIN

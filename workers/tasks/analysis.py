@@ -1,7 +1,7 @@
 """Analysis-queue tasks: thin wrappers around the orchestrator's look."""
 
+from webapp.routing import CONCLUDE_LOOK
 from workers.celery_app import ANALYSIS_TIME_LIMIT, SOFT_MARGIN, app
-from workers.routing import CONCLUDE_LOOK
 
 
 @app.task(name=CONCLUDE_LOOK, time_limit=ANALYSIS_TIME_LIMIT,

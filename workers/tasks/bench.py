@@ -1,8 +1,8 @@
 """Benchmark tasks: sent to the run's target queue (bench.<target>), thin wrappers. A lab
 run has a task of its own only for its longer time limit (waiting for a host, recovery)."""
 
+from webapp.routing import RUN_BENCHMARK, RUN_LAB_BENCHMARK
 from workers.celery_app import BENCH_TIME_LIMIT, LAB_TIME_LIMIT, SOFT_MARGIN, app
-from workers.routing import RUN_BENCHMARK, RUN_LAB_BENCHMARK
 
 
 @app.task(name=RUN_BENCHMARK, time_limit=BENCH_TIME_LIMIT,
@@ -20,7 +20,7 @@ def run_lab_benchmark_task(run_id: int) -> None:
 def _run(run_id: int) -> None:
     from webapp.comparisons.models import Run
     from webapp.comparisons.orchestrator import advance
-    from webapp.comparisons.services import execute_run
+    from webapp.comparisons.runs import execute_run
 
     execute_run(run_id)
     comparison_id = Run.objects.filter(pk=run_id).values_list("comparison_id", flat=True).first()

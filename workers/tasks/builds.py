@@ -1,7 +1,7 @@
 """Build-queue tasks: thin wrappers that hand a Build id to the build service."""
 
+from webapp.routing import BUILD_KERNEL
 from workers.celery_app import BUILD_TIME_LIMIT, SOFT_MARGIN, app
-from workers.routing import BUILD_KERNEL
 
 
 @app.task(name=BUILD_KERNEL, time_limit=BUILD_TIME_LIMIT,

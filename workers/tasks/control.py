@@ -1,7 +1,6 @@
 """Control-queue tasks: the comparison state machine and housekeeping of the database."""
 
-from workers.celery_app import CONTROL_TIME_LIMIT, SOFT_MARGIN, WATCH_TIME_LIMIT, app
-from workers.routing import (
+from webapp.routing import (
     ADVANCE_COMPARISON,
     ADVANCE_UNFINISHED,
     PROCESS_PUSH,
@@ -10,6 +9,7 @@ from workers.routing import (
     REAP_STALE_RUNS,
     WATCH_TICK,
 )
+from workers.celery_app import CONTROL_TIME_LIMIT, SOFT_MARGIN, WATCH_TIME_LIMIT, app
 
 # Database work only.
 _SOFT = CONTROL_TIME_LIMIT - SOFT_MARGIN
@@ -32,7 +32,7 @@ def advance_unfinished_task() -> int:
 @app.task(name=REAP_STALE_RUNS, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
 def reap_stale_runs_task() -> int:
     from webapp.comparisons.orchestrator import advance_unfinished
-    from webapp.comparisons.services import reap_stale_runs
+    from webapp.comparisons.runs import reap_stale_runs
 
     reaped = reap_stale_runs()
     if reaped:

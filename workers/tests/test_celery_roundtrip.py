@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from webapp.factories import RunFactory
+from tests.support.factories import RunFactory
+from webapp.routing import REAP_STALE_RUNS
 from workers.celery_app import app
-from workers.routing import REAP_STALE_RUNS
 
 
 def test_reaper_task_round_trip_updates_the_database(celery_worker_process):

@@ -1,8 +1,8 @@
 import pytest
 
-from workers import routing
+from webapp import routing
+from webapp.routing import UnroutedTask, all_queues, bench_queue
 from workers.celery_app import app
-from workers.routing import UnroutedTask, all_queues, bench_queue
 
 
 def _queue_of(task_name: str, **options: str) -> str:

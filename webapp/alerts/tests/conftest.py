@@ -10,7 +10,7 @@ from email.message import EmailMessage
 import pytest
 from aiosmtpd.controller import Controller
 
-from webapp.factories import (
+from tests.support.factories import (
     BuildFactory,
     ComparisonFactory,
     MetricVerdictFactory,

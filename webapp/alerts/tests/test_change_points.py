@@ -2,9 +2,9 @@
 
 import pytest
 
+from tests.support.factories import TargetFactory, TreeFactory, UserFactory
 from webapp.alerts import services
 from webapp.alerts.models import Alert, Subscription
-from webapp.factories import TargetFactory, TreeFactory, UserFactory
 from webapp.watch.models import ChangePoint, Push
 
 pytestmark = pytest.mark.django_db

@@ -5,12 +5,12 @@ import re
 
 import pytest
 
+from tests.support.factories import MembershipFactory, UserFactory
 from webapp.alerts import services
 from webapp.alerts.models import Alert, Subscription
 from webapp.alerts.tests.conftest import AUTHOR, COVER_ID, PATCH_IDS, make_comparison
-from webapp.factories import MembershipFactory, UserFactory
+from webapp.routing import SEND_ALERT
 from workers.celery_app import app
-from workers.routing import SEND_ALERT
 
 # The task by its stable name, as a worker runs it (webapp never imports workers.tasks:
 # the layer contract); the app loads its task modules on demand.

@@ -4,9 +4,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from tests.support.factories import MembershipFactory, TreeFactory, UserFactory
 from webapp.alerts import services
 from webapp.alerts.models import OptOut, Subscription
-from webapp.factories import MembershipFactory, TreeFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 

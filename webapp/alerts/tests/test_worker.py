@@ -5,9 +5,9 @@ import time
 
 import pytest
 
+from webapp import dispatch
 from webapp.alerts.models import Alert
 from webapp.alerts.tests.conftest import make_comparison
-from workers import dispatch
 
 
 @pytest.mark.timeout(240)

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from webapp.factories import ComparisonFactory
+from tests.support.factories import ComparisonFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

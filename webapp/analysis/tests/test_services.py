@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from webapp.analysis import engine, stats
+from stats import methods, verdicts
+from tests.support.factories import BuildFactory, ComparisonFactory, MeasurementFactory, RunFactory
 from webapp.analysis.models import MetricVerdict
 from webapp.analysis.services import analyse_comparison, design_for, metric_inputs
 from webapp.comparisons.models import Comparison, Run
-from webapp.factories import BuildFactory, ComparisonFactory, MeasurementFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -80,7 +80,7 @@ def test_too_few_runs_stores_nothing():
     rng = np.random.default_rng(2)
     comparison = ComparisonFactory.create(benchmarks=["boot-time"])
     _boot_time_runs(comparison, 23, 0.0, rng)
-    with pytest.raises(engine.TooFewRuns, match="23 runs per side"):
+    with pytest.raises(verdicts.TooFewRuns, match="23 runs per side"):
         analyse_comparison(comparison.pk)
     assert not MetricVerdict.objects.filter(comparison=comparison).exists()
 
@@ -138,7 +138,7 @@ def test_a_zero_p99_side_is_stored_as_none_with_the_reason_not_rejected():
         # boundary for one of 4 secondaries (.005/64/4), 512,000; p is its floor.
         b = v.details["p_permutations"]
         assert v.details["p_method"] == "permutation"
-        assert b == stats.permutations_to_resolve(0.005 / 64 / 4) == 512_000
+        assert b == methods.permutations_to_resolve(0.005 / 64 / 4) == 512_000
         assert v.p_value == pytest.approx(1 / (b + 1))
     # Per-run medians of 0: an absolute shift, and no % of A's median of 0.
     assert rows["p50"].shift_pct is None

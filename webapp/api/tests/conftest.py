@@ -8,9 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from webapp.api import services
-from webapp.comparisons.models import Comparison, Run
-from webapp.factories import (
+from tests.support.factories import (
     ComparisonFactory,
     MeasurementFactory,
     MembershipFactory,
@@ -21,6 +19,8 @@ from webapp.factories import (
     TreeFactory,
     UserFactory,
 )
+from webapp.api import services
+from webapp.comparisons.models import Comparison, Run
 from webapp.trees.models import Tree, TreeMembership
 
 _locations = itertools.count()
@@ -45,7 +45,7 @@ def _throttle_cache(settings):
 def sent(monkeypatch) -> list[tuple[str, tuple]]:
     """Tasks the API sends (after a commit: live-server tests commit), recorded instead of
     sent: no broker, least of all the one a `make up` worker on this machine consumes."""
-    from workers.celery_app import app
+    from webapp.celery import app
 
     sent: list[tuple[str, tuple]] = []
     monkeypatch.setattr(app, "send_task", lambda name, args=(), **kw: sent.append((name, args)))

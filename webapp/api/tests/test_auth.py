@@ -10,8 +10,8 @@ from django.utils import timezone
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
+from tests.support.factories import PASSWORD
 from webapp.api import services
-from webapp.factories import PASSWORD
 
 pytestmark = pytest.mark.django_db
 

@@ -190,7 +190,7 @@ def test_filters(world, client_for):
 
 
 def test_pagination(world, client_for):
-    from webapp.factories import ComparisonFactory
+    from tests.support.factories import ComparisonFactory
 
     for _ in range(4):
         ComparisonFactory.create(revision_a=world.public.revision_a,
@@ -219,7 +219,7 @@ def test_pagination(world, client_for):
 
 
 def test_the_list_takes_a_constant_number_of_queries(world, anon, django_assert_max_num_queries):
-    from webapp.factories import ComparisonFactory
+    from tests.support.factories import ComparisonFactory
 
     for _ in range(30):
         ComparisonFactory.create(revision_a=world.public.revision_a,
@@ -231,8 +231,8 @@ def test_the_list_takes_a_constant_number_of_queries(world, anon, django_assert_
 def test_list_rows_are_the_serializers_and_follow_every_change_they_show(world, anon):
     """The list serves rows from a per-process memo (services.comparison_rows): each equals
     the serializer's output, and any value a row shows makes a new one when it changes."""
+    from tests.support.factories import PatchSeriesFactory
     from webapp.api.serializers import ComparisonSerializer
-    from webapp.factories import PatchSeriesFactory
 
     def listed() -> dict:
         rows = anon.get("/api/v1/comparisons/").json()["results"]

@@ -5,11 +5,11 @@ stores nothing."""
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from engine.build.tests.conftest import FIXTURES
 from webapp.comparisons.models import Comparison
+from webapp.routing import ADVANCE_COMPARISON
 from webapp.trees import lore
 from webapp.trees.models import PatchSeries, Revision
-from workers.build.tests.conftest import FIXTURES
-from workers.routing import ADVANCE_COMPARISON
 
 pytestmark = pytest.mark.django_db
 

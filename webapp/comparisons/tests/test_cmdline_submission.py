@@ -9,11 +9,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from tests.support.factories import MetricVerdictFactory, TreeFactory
 from webapp.comparisons.management.commands.compare import Command, _Lines
 from webapp.comparisons.models import Comparison
 from webapp.comparisons.progress import Progress
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
-from webapp.factories import MetricVerdictFactory, TreeFactory
 from webapp.trees.models import Revision
 
 pytestmark = pytest.mark.django_db

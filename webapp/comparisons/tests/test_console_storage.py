@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from benchmarks.registry import Benchmark, get
-from webapp.comparisons import consoles, services
+from engine.run.console import RunOutcome
+from engine.run.hostload import HostLoad
+from tests.support.factories import RunFactory
+from webapp.comparisons import consoles, runs
 from webapp.comparisons.models import Measurement, Run
-from webapp.factories import RunFactory
 from webapp.states import Result, State
 from webapp.text import storable
-from workers.console import RunOutcome
-from workers.vm.hostload import HostLoad
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +36,7 @@ def _record(console: str, outcome: str = "ok", reason: str = "powered off",
             bench: Benchmark = SYNC) -> Run:  # fmt: skip
     run = RunFactory.create(state=State.RUNNING, benchmark=bench.spec.name)
     out = RunOutcome(outcome, reason, console, wall_seconds=12.5, ready_seconds=1.5)
-    assert services.record_outcome(run, bench, out) is not None
+    assert runs.record_outcome(run, bench, out) is not None
     run.refresh_from_db()
     assert run.state == State.DONE
     return run
@@ -160,7 +160,7 @@ def _host(busy: float | None, steal: float = 0.01, pinned: bool = False) -> Host
 def _record_host(host: HostLoad | None, outcome: str = "ok", reason: str = "powered off") -> Run:
     run = RunFactory.create(state=State.RUNNING, benchmark=SYNC.spec.name)
     out = RunOutcome(outcome, reason, CONSOLE, 12.5, 1.5, host)
-    assert services.record_outcome(run, SYNC, out) is not None
+    assert runs.record_outcome(run, SYNC, out) is not None
     run.refresh_from_db()
     return run
 

@@ -19,11 +19,11 @@ from django.core.management import call_command
 from django.test import Client
 
 from conftest import BASE_TAG, DEFAULT_TREE
+from engine.vm.connection import open_connection
 from webapp.comparisons.models import Comparison, Run
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
 from webapp.trees.models import Revision
 from webapp.trees.services import register_local_tree, store_series
-from workers.vm.connection import open_connection
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

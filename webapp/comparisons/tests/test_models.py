@@ -1,8 +1,8 @@
 import pytest
 from django.db import IntegrityError
 
+from tests.support.factories import ComparisonFactory, MeasurementFactory, RunFactory
 from webapp.comparisons.models import Target
-from webapp.factories import ComparisonFactory, MeasurementFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
 

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
+from tests.support.factories import TreeFactory
 from webapp.comparisons import orchestrator
 from webapp.comparisons.models import Comparison, Measurement, Run
+from webapp.comparisons.runs import _end_run
 from webapp.comparisons.schedule import abba_slots, replacement_pairs
-from webapp.comparisons.services import _end_run
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
-from webapp.factories import TreeFactory
 from webapp.states import Result, State
 from webapp.trees.models import Build, Revision
 

@@ -14,15 +14,15 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from engine.build.git import mirror_path, resolve, run_git, scratch_index
+from engine.build.patches import PatchFailed, PatchRefused, check_series, parse_mbox
+from engine.build.tests.conftest import BASE_TAG, DEFAULT_TREE, FIXTURES
+from tests.support.factories import TreeFactory
 from webapp.comparisons import preflight
 from webapp.comparisons.models import Comparison
 from webapp.comparisons.preflight import PreflightRefusal
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
-from webapp.factories import TreeFactory
 from webapp.trees.models import PatchSeries, Revision, Tree
-from workers.build.git import mirror_path, resolve, run_git, scratch_index
-from workers.build.patches import PatchFailed, PatchRefused, check_series, parse_mbox
-from workers.build.tests.conftest import BASE_TAG, DEFAULT_TREE, FIXTURES
 
 pytestmark = pytest.mark.django_db
 
@@ -79,7 +79,7 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
             for p in sorted(root.rglob("*"))}  # fmt: skip
 
 
-# --- the engine's check (workers.build.patches.check_series) -----------------------------
+# --- the engine's check (engine.build.patches.check_series) -----------------------------
 
 
 def test_a_series_applies_on_a_scratch_index_and_the_repository_is_only_read(small):

@@ -8,10 +8,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from webapp.api import services as api
-from webapp.comparisons.management.commands.compare import Command
-from webapp.comparisons.models import Comparison, ComparisonState
-from webapp.factories import (
+from engine.build.tests.conftest import FIXTURES
+from tests.support.factories import (
     ComparisonFactory,
     MembershipFactory,
     MetricVerdictFactory,
@@ -20,10 +18,12 @@ from webapp.factories import (
     TreeFactory,
     UserFactory,
 )
+from webapp.api import services as api
+from webapp.comparisons.management.commands.compare import Command
+from webapp.comparisons.models import Comparison, ComparisonState
 from webapp.reports.services import report_url
+from webapp.routing import ADVANCE_COMPARISON
 from webapp.states import Result
-from workers.build.tests.conftest import FIXTURES
-from workers.routing import ADVANCE_COMPARISON
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def sent(monkeypatch) -> list[tuple[str, tuple]]:
     """Tasks sent after a submission commits, recorded instead of sent (no broker)."""
-    from workers.celery_app import app
+    from webapp.celery import app
 
     sent: list[tuple[str, tuple]] = []
     monkeypatch.setattr(app, "send_task", lambda name, args=(), **kw: sent.append((name, args)))

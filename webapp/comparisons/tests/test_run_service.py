@@ -3,9 +3,9 @@ libvirt, recorded as a Run with its Measurements, or with its failure and consol
 
 import pytest
 
-from webapp.comparisons import services
+from tests.support.factories import BuildFactory, ComparisonFactory, RunFactory
+from webapp.comparisons import runs
 from webapp.comparisons.models import Measurement, Run, Target
-from webapp.factories import BuildFactory, ComparisonFactory, RunFactory
 from webapp.states import Result, State
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +30,7 @@ def _run(comparison, benchmark: str, cmdline: str = "") -> Run:
     comparison.cmdline_a = cmdline
     comparison.save()
     run = RunFactory.create(comparison=comparison, benchmark=benchmark, side="A")
-    services.execute_run(run.pk)
+    runs.execute_run(run.pk)
     run.refresh_from_db()
     return run
 
@@ -72,7 +72,7 @@ def test_output_the_parser_rejects_is_parse_failed_not_data(comparison):
 
 def test_a_side_without_a_kernel_is_incomplete_infra_error(comparison):
     run = RunFactory.create(comparison=comparison, benchmark="boot-time", side="B")
-    services.execute_run(run.pk)
+    runs.execute_run(run.pk)
     run.refresh_from_db()
     assert (run.result, run.error_code) == ("incomplete", "infra-error")
     assert run.error_message == "side B has no kernel"

@@ -3,9 +3,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from tests.support.factories import RunFactory
 from webapp.comparisons.models import Run
-from webapp.comparisons.services import reap_stale_runs
-from webapp.factories import RunFactory
+from webapp.comparisons.runs import reap_stale_runs
 
 pytestmark = pytest.mark.django_db
 

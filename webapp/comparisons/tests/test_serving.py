@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from tests.support.factories import TreeFactory
 from webapp.comparisons.models import Comparison, ServedQueue, Target
 from webapp.comparisons.serving import (
     forget_worker,
@@ -18,8 +19,7 @@ from webapp.comparisons.serving import (
     unserved_reason,
 )
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
-from webapp.factories import TreeFactory
-from workers.routing import RUN_BENCHMARK
+from webapp.routing import RUN_BENCHMARK
 from workers.serving import bench_queues, serve_patterns
 
 WORKER = "bench@lab-host"
@@ -153,7 +153,7 @@ def _wait(what: str, until, seconds: float, logs) -> None:
 
 
 def test_a_worker_serves_a_target_added_while_it_runs(celery_processes):
-    from workers.celery_app import app
+    from webapp.celery import app
 
     _target("lab-old")  # matches, but disabled before the worker starts
     Target.objects.filter(name="lab-old").update(enabled=False)

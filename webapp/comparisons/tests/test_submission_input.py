@@ -13,13 +13,13 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
+from engine.build.git import MAX_REF_LENGTH
+from engine.build.tests.conftest import FIXTURES
+from tests.support.factories import TreeFactory
 from webapp.comparisons.models import Comparison
-from webapp.factories import TreeFactory
 from webapp.reports import services as reports
 from webapp.trees.models import Patch, PatchSeries, Revision, Tree
 from webapp.trees.services import InvalidSeries, store_series
-from workers.build.git import MAX_REF_LENGTH
-from workers.build.tests.conftest import FIXTURES
 
 pytestmark = pytest.mark.django_db
 

@@ -8,10 +8,10 @@ from django.urls import reverse
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from webapp.browser import log_in
+from engine.build.tests.conftest import BASE_TAG, DEFAULT_TREE, FIXTURES
+from tests.support.browser import log_in
+from tests.support.factories import PASSWORD, MembershipFactory, TreeFactory, UserFactory
 from webapp.comparisons.models import Comparison
-from webapp.factories import PASSWORD, MembershipFactory, TreeFactory, UserFactory
-from workers.build.tests.conftest import BASE_TAG, DEFAULT_TREE, FIXTURES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

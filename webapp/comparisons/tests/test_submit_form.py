@@ -9,10 +9,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
+from engine.build.tests.conftest import BASE_TAG, DEFAULT_TREE, FIXTURES
+from tests.support.factories import MembershipFactory, TreeFactory, UserFactory
 from webapp.comparisons.models import Comparison
-from webapp.factories import MembershipFactory, TreeFactory, UserFactory
 from webapp.trees.models import PatchSeries, Revision, Tree
-from workers.build.tests.conftest import BASE_TAG, DEFAULT_TREE, FIXTURES
 
 pytestmark = pytest.mark.django_db
 

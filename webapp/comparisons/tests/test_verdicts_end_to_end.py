@@ -32,15 +32,15 @@ from aiosmtpd.controller import Controller
 from django.db import connection
 from django.test import Client
 
+from engine.run.hostload import parse_stat
+from stats.methods import reliability_level
+from stats.verdicts import FAILURE_METRIC, IMPROVEMENT, REGRESSION, RELIABILITY
 from webapp.alerts.models import Subscription
 from webapp.alerts.tests.conftest import Handler, free_port
-from webapp.analysis.engine import FAILURE_METRIC, IMPROVEMENT, REGRESSION, RELIABILITY
 from webapp.analysis.services import design_for
-from webapp.analysis.stats import reliability_level
 from webapp.comparisons.models import Comparison, Run
 from webapp.comparisons.tests.test_end_to_end import _submit
 from webapp.states import Result, State
-from workers.vm.hostload import parse_stat
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

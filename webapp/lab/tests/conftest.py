@@ -1,14 +1,14 @@
-"""Fixtures of the lab pool tests: the stand-in (workers/lab/tests/standin.py) as the one
+"""Fixtures of the lab pool tests: the stand-in (engine/lab/tests/standin.py) as the one
 host of a lab pool, and the settings of the real worker processes that run on it."""
 
 import os
 
 import pytest
 
+from engine.lab.runner import LabHost as EngineHost
+from engine.lab.tests.standin import standin  # noqa: F401  (a fixture)
 from webapp.comparisons.models import Target
 from webapp.lab.models import LabHost
-from workers.lab.runner import LabHost as EngineHost
-from workers.lab.tests.standin import standin  # noqa: F401  (a fixture)
 
 POOL = "lab-standin"
 

@@ -6,8 +6,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from tests.support.factories import ComparisonFactory, RunFactory, TargetFactory
 from webapp.comparisons.models import Target
-from webapp.factories import ComparisonFactory, RunFactory, TargetFactory
 from webapp.lab import services
 from webapp.lab.models import LabHost
 from webapp.lab.pools import unserved_reason

@@ -11,6 +11,8 @@ import pytest
 from django.test import Client
 
 from conftest import BASE_TAG, DEFAULT_TREE
+from engine.lab.ssh import answers
+from engine.lab.tests.standin import VIRSH, powered_on
 from webapp.comparisons.models import Comparison, Run
 from webapp.comparisons.serving import served_by
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
@@ -18,8 +20,6 @@ from webapp.lab import services
 from webapp.lab.models import LabAssignment, LabHost
 from webapp.lab.tests.conftest import POOL
 from webapp.trees.services import register_local_tree
-from workers.lab.ssh import answers
-from workers.lab.tests.standin import VIRSH, powered_on
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -7,8 +7,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from tests.support.factories import TargetFactory
 from webapp.comparisons.models import Target
-from webapp.factories import TargetFactory
 from webapp.lab.models import LabHost
 
 pytestmark = pytest.mark.django_db

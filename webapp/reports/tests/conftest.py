@@ -4,7 +4,7 @@ still running, and a bpf-slab sweep."""
 import pytest
 
 from benchmarks.registry import BENCHMARKS
-from webapp.factories import (
+from tests.support.factories import (
     BuildFactory,
     ComparisonFactory,
     MeasurementFactory,

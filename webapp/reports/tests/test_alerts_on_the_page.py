@@ -4,8 +4,8 @@ staff, outside the report body that is cached for every reader."""
 import pytest
 from django.urls import reverse
 
+from tests.support.factories import MembershipFactory, UserFactory
 from webapp.alerts.models import Alert
-from webapp.factories import MembershipFactory, UserFactory
 from webapp.trees.models import TreeMembership
 
 pytestmark = pytest.mark.django_db

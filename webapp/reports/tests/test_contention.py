@@ -8,7 +8,7 @@ from html import unescape
 import pytest
 from django.urls import reverse
 
-from webapp.reports import exports
+from webapp.comparisons import exports
 from webapp.reports.services import SideRuns, contention_warning, run_counts
 
 pytestmark = pytest.mark.django_db

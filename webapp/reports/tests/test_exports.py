@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from webapp.factories import MeasurementFactory, MetricVerdictFactory, RunFactory
-from webapp.reports import exports
-from webapp.reports.reproducer import reproducer
+from tests.support.factories import MeasurementFactory, MetricVerdictFactory, RunFactory
+from webapp.comparisons import exports
+from webapp.comparisons.reproducer import reproducer
 from webapp.reports.tests.conftest import (
     RUNS_PER_SIDE,
     VERDICTS_IN_REPORT_ORDER,

@@ -11,9 +11,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
-from webapp.browser import log_in
-from webapp.comparisons.models import Comparison
-from webapp.factories import (
+from tests.support.browser import log_in
+from tests.support.factories import (
     PASSWORD,
     BuildFactory,
     ComparisonFactory,
@@ -23,6 +22,7 @@ from webapp.factories import (
     TreeFactory,
     UserFactory,
 )
+from webapp.comparisons.models import Comparison
 from webapp.reports import services
 
 pytestmark = pytest.mark.django_db(transaction=True)

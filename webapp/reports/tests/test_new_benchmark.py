@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from benchmarks import registry, spec
 from benchmarks.registry import Benchmark
-from webapp.factories import (
+from tests.support.factories import (
     ComparisonFactory,
     MeasurementFactory,
     MetricVerdictFactory,

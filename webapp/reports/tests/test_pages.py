@@ -12,9 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from webapp.comparisons.models import Comparison
-from webapp.comparisons.progress import progress, progress_many
-from webapp.factories import (
+from tests.support.factories import (
     BuildFactory,
     ComparisonFactory,
     MeasurementFactory,
@@ -26,6 +24,8 @@ from webapp.factories import (
     TreeFactory,
     UserFactory,
 )
+from webapp.comparisons.models import Comparison
+from webapp.comparisons.progress import progress, progress_many
 from webapp.reports import services
 from webapp.trees.models import TreeMembership
 

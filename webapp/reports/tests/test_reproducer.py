@@ -4,14 +4,14 @@ import shlex
 
 import pytest
 
-from webapp.comparisons.management.commands.compare import Command as CompareCommand
-from webapp.factories import (
+from tests.support.factories import (
     ComparisonFactory,
     PatchSeriesFactory,
     RevisionFactory,
     TargetFactory,
 )
-from webapp.reports.reproducer import reproducer
+from webapp.comparisons.management.commands.compare import Command as CompareCommand
+from webapp.comparisons.reproducer import reproducer
 
 pytestmark = pytest.mark.django_db
 

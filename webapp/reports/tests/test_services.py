@@ -2,7 +2,7 @@
 
 import pytest
 
-from webapp.factories import ComparisonFactory, MeasurementFactory, MetricVerdictFactory
+from tests.support.factories import ComparisonFactory, MeasurementFactory, MetricVerdictFactory
 from webapp.reports import services
 from webapp.reports.tests.conftest import VERDICTS_IN_REPORT_ORDER
 
@@ -18,7 +18,7 @@ def test_verdict_rows_primary_first_then_most_severe(done_comparison):
 
 def test_verdict_row_text():
     c = ComparisonFactory.create(benchmarks=["bpf-slab"])
-    from webapp.factories import MetricVerdictFactory
+    from tests.support.factories import MetricVerdictFactory
 
     v = MetricVerdictFactory.create(
         comparison=c, benchmark="bpf-slab", metric="slab_kb_peak_d0", statistic="value",

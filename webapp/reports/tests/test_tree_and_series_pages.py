@@ -4,8 +4,7 @@ page (its patches and every comparison of it), with the visibility rules of the 
 import pytest
 from django.urls import reverse
 
-from webapp.comparisons.models import Comparison
-from webapp.factories import (
+from tests.support.factories import (
     ComparisonFactory,
     MembershipFactory,
     PatchSeriesFactory,
@@ -14,6 +13,7 @@ from webapp.factories import (
     TreeFactory,
     UserFactory,
 )
+from webapp.comparisons.models import Comparison
 from webapp.trees.models import Patch, TreeMembership
 from webapp.watch.models import Push, WatchPolicy
 

@@ -10,7 +10,12 @@ import plotly.offline
 import pytest
 from django.urls import reverse
 
-from webapp.factories import ComparisonFactory, PatchSeriesFactory, RevisionFactory, RunFactory
+from tests.support.factories import (
+    ComparisonFactory,
+    PatchSeriesFactory,
+    RevisionFactory,
+    RunFactory,
+)
 from webapp.reports.tests.conftest import RUNS_PER_SIDE, VERDICTS_IN_REPORT_ORDER, WRITER_SAMPLES
 
 pytestmark = pytest.mark.django_db

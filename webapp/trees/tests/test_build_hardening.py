@@ -8,17 +8,17 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from webapp.factories import BuildFactory, ComparisonFactory
+from engine.build import builder
+from engine.build.git import mirror_lock, mirror_path
+from engine.build.store import Store
+from engine.build.tests.conftest import DEFAULT_TREE
+from engine.build.tests.test_hostile_builds import _makefile_prefix, _series
+from tests.support.factories import BuildFactory, ComparisonFactory
 from webapp.states import State
 from webapp.text import NUL_SHOWN
 from webapp.trees import services
 from webapp.trees.models import Build, PatchSeries
 from webapp.trees.tests.test_services import _revision
-from workers.build import builder
-from workers.build.git import mirror_lock, mirror_path
-from workers.build.store import Store
-from workers.build.tests.conftest import DEFAULT_TREE
-from workers.build.tests.test_hostile_builds import _makefile_prefix, _series
 
 
 @pytest.mark.django_db

@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from webapp.factories import BuildFactory
+from engine.build.artifacts import ArtifactError, serve
+from tests.support.factories import BuildFactory
 from webapp.trees.services import kernel_image
-from workers.build.artifacts import ArtifactError, serve
 
 pytestmark = pytest.mark.django_db
 KEY = "cd" * 32

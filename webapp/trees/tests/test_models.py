@@ -2,7 +2,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError
 
-from webapp.factories import BuildFactory, TreeFactory
+from tests.support.factories import BuildFactory, TreeFactory
 from webapp.states import Result, State
 from webapp.trees.models import Build
 

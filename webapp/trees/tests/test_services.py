@@ -6,12 +6,12 @@ from pathlib import Path
 import pytest
 
 from benchmarks.registry import BENCHMARKS, kconfig_for
-from webapp.factories import BuildFactory, RevisionFactory, TreeFactory
+from engine.build.kconfig import ConfigError
+from engine.build.tests.conftest import BASE_TAG, DEFAULT_TREE, FIXTURES
+from tests.support.factories import BuildFactory, RevisionFactory, TreeFactory
 from webapp.states import Result, State
 from webapp.trees import services
 from webapp.trees.models import Build, PatchSeries
-from workers.build.kconfig import ConfigError
-from workers.build.tests.conftest import BASE_TAG, DEFAULT_TREE, FIXTURES
 
 # Every benchmark's Kconfig, as the session's shared kernels (root conftest) are built.
 BENCH = kconfig_for(BENCHMARKS)

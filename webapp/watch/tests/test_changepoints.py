@@ -1,11 +1,11 @@
-"""webapp.analysis.changepoints on hand-made histories (pure: no database)."""
+"""stats.changepoints on hand-made histories (pure: no database)."""
 
 import math
 
 import numpy as np
 import pytest
 
-from webapp.analysis import changepoints as C
+from stats import changepoints as C
 
 
 def noisy(levels: list[float], seed: int = 0, sd: float = 0.005) -> list[float]:

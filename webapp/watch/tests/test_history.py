@@ -3,7 +3,7 @@ comparisons have B runs with writer_duration samples and stored primary verdicts
 
 import pytest
 
-from webapp.factories import (
+from tests.support.factories import (
     ComparisonFactory,
     MeasurementFactory,
     MembershipFactory,

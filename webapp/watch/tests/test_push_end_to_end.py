@@ -16,9 +16,9 @@ import pytest
 from django.test import Client
 
 from conftest import BASE_TAG, DEFAULT_TREE
+from tests.support.factories import ComparisonFactory, RevisionFactory
 from webapp.comparisons.models import Comparison
 from webapp.comparisons.tests import conftest as comparison_fixtures
-from webapp.factories import ComparisonFactory, RevisionFactory
 from webapp.trees.models import Tree
 from webapp.watch.models import Push, WatchPolicy
 from webapp.webhooks.models import WebhookEndpoint

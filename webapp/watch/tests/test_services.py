@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from tests.support.factories import TargetFactory, TreeFactory
 from webapp.comparisons.models import Comparison
-from webapp.factories import TargetFactory, TreeFactory
 from webapp.watch import services
 from webapp.watch.events import ZERO_SHA, BadPush, PushEvent
 from webapp.watch.models import Push, WatchPolicy

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from webapp.factories import TargetFactory, TreeFactory
+from tests.support.factories import TargetFactory, TreeFactory
 from webapp.watch.models import WatchPolicy
 from webapp.webhooks import services
 

@@ -7,7 +7,7 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from webapp.factories import ComparisonFactory, MembershipFactory, UserFactory
+from tests.support.factories import ComparisonFactory, MembershipFactory, UserFactory
 from webapp.trees.models import TreeMembership
 from webapp.watch.models import Push
 from webapp.webhooks.models import Delivery, WebhookEndpoint

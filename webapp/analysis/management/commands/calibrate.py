@@ -5,9 +5,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from webapp.analysis.calibration import ALPHAS
+from stats.calibration import ALPHAS
+from stats.methods import StatsInputError
 from webapp.analysis.services import calibrate_build
-from webapp.analysis.stats import StatsInputError
 from webapp.trees.models import Build
 
 

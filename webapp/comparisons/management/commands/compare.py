@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from tqdm import tqdm
 
-from webapp.analysis import defaults
+from stats import defaults
 from webapp.comparisons import orchestrator, remote
 from webapp.comparisons.models import Comparison, ComparisonState
 from webapp.comparisons.progress import Progress, progress
@@ -139,7 +139,7 @@ class Command(BaseCommand):
             raise CommandError(f"--tree: {exc}") from None
 
     def _require_worker(self) -> None:
-        from workers.celery_app import app
+        from webapp.celery import app
 
         deadline = time.monotonic() + 30  # a worker `make up` just started takes seconds
         while not app.control.ping(timeout=2):

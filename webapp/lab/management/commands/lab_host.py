@@ -43,8 +43,8 @@ class Command(BaseCommand):
             host = self._save(options)
         if options["no_probe"]:
             return
+        from engine.lab.ssh import SSHError
         from webapp.lab.services import probe  # loads the ssh engine
-        from workers.lab.ssh import SSHError
 
         try:
             probe(host)

@@ -1,0 +1,122 @@
+"""The raw-data downloads of a comparison: CSV and JSON, streamed (a comparison can hold
+2 x 96 runs x 10,000 samples)."""
+
+import csv
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from webapp.comparisons.models import Comparison, Measurement
+from webapp.comparisons.reproducer import reproducer
+from webapp.reports.services import header, reliability_rows, report_url, verdict_rows
+
+SAMPLE_COLUMNS = ("comparison_id", "benchmark", "metric", "unit", "side", "run_index",
+                  "run_order", "run_result", "sample_index", "value")  # fmt: skip
+# Measurements fetched per round trip while streaming an export (each up to 10,000 samples).
+_EXPORT_CHUNK = 64
+
+
+def _sample_rows(c: Comparison) -> Iterator[list[tuple[object, ...]]]:
+    """Rows of SAMPLE_COLUMNS for every run's measurements (counted or not: run_result says
+    which are data), one list per measurement, in run order."""
+    rows = (
+        Measurement.objects.filter(run__comparison=c)
+        .order_by("run__order", "benchmark", "metric")
+        .values_list("benchmark", "metric", "unit", "run__side", "run__index", "run__order",
+                     "run__result", "samples")
+    )  # fmt: skip
+    for bench, metric, unit, side, index, order, result, samples in rows.iterator(
+        chunk_size=_EXPORT_CHUNK
+    ):
+        yield [
+            (c.pk, bench, metric, unit, side, index, order, result, i, v)
+            for i, v in enumerate(samples)
+        ]
+
+
+class _Line:
+    """A file-like sink for csv.writer that hands back what was written."""
+
+    def write(self, text: str) -> str:
+        return text
+
+
+def csv_chunks(c: Comparison) -> Iterator[str]:
+    """The raw samples as CSV (header first), one chunk per measurement."""
+    writer = csv.writer(_Line(), lineterminator="\n")
+    yield writer.writerow(SAMPLE_COLUMNS)
+    for rows in _sample_rows(c):
+        yield "".join(writer.writerow(row) for row in rows)
+
+
+def verdict_dicts(c: Comparison) -> list[dict[str, object]]:
+    """Each verdict row's columns, with how its p was obtained (p_method: exact, permutation
+    or t-approximation, with p_permutations relabellings; None for rows stored before the
+    engine recorded it). The sign test is in details["sign_test"]."""
+    keys = ("benchmark", "metric", "statistic", "is_primary", "look", "n_a", "n_b", "median_a",
+            "median_b", "shift_pct", "ci_low_pct", "ci_high_pct", "p_value", "p_adjusted",
+            "p_mannwhitney", "p_median", "prob_b_gt_a", "cliffs_delta", "verdict",
+            "warnings", "details")  # fmt: skip
+    return [
+        {**{k: getattr(r.verdict, k) for k in keys}, "unit": r.unit,
+         "p_method": r.p_method or None, "p_permutations": r.p_permutations}
+        for r in verdict_rows(c)
+    ]  # fmt: skip
+
+
+def reliability_dicts(c: Comparison) -> list[dict[str, object]]:
+    """Per benchmark: each side's attempts, ok, kernel failures (by outcome) and host
+    failures, and the last failure-rate test (Boschloo one-sided p, Fisher's beside it,
+    alpha, verdict; None and "" before the first)."""
+    return [
+        {"benchmark": r.benchmark, "a": asdict(r.sides[0]), "b": asdict(r.sides[1]),
+         "p_value": r.p_value, "p_method": "exact" if r.p_value is not None else None,
+         "test": "boschloo-exact, one-sided (B fails more often)", "p_fisher": r.p_fisher,
+         "alpha": r.alpha, "verdict": r.verdict}
+        for r in reliability_rows(c)
+    ]  # fmt: skip
+
+
+def json_chunks(c: Comparison) -> Iterator[str]:
+    """The comparison as one JSON object: header, verdicts, reproducer, and the raw samples
+    as {"columns": [...], "rows": [[...], ...]} (compact: millions of rows), streamed."""
+    head = {
+        "comparison": asdict(header(c)),
+        "report_url": report_url(c),
+        "verdicts": verdict_dicts(c),
+        "reliability": reliability_dicts(c),
+        "reproducer": reproducer(c),
+    }
+    opening = json.dumps(finite(head), default=_json_default, allow_nan=False)
+    yield opening[:-1] + ', "samples": {"columns": ' + json.dumps(SAMPLE_COLUMNS) + ', "rows": ['
+    first = True
+    for rows in _sample_rows(c):
+        if not rows:
+            continue
+        try:
+            body = ",".join(json.dumps(row, allow_nan=False) for row in rows)
+        except ValueError:  # NaN or infinity: not JSON, written as null
+            body = ",".join(json.dumps(finite(row), allow_nan=False) for row in rows)
+        yield body if first else "," + body
+        first = False
+    yield "]}}"
+
+
+def finite(o: Any) -> Any:
+    """`o` with every NaN or infinite float replaced by None (JSON has neither)."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: finite(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [finite(v) for v in o]
+    return o
+
+
+def _json_default(o: object) -> object:
+    if isinstance(o, datetime):
+        return o.isoformat()
+    raise TypeError(f"{type(o).__name__} is not JSON serializable")
