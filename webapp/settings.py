@@ -375,7 +375,7 @@ CACHES = {
         "TIMEOUT": 3600,
         "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
     },
-    # The figures of done comparisons (webapp/reports/services.py, cached_figure_sections):
+    # The figures of done comparisons (webapp/reports/sections.py, cached_figure_sections):
     # files under the data dir, so every gunicorn process shares them and they outlive a
     # restart (a locmem cache would draw them once per process and per restart; Redis
     # would hold ~50 kB an entry in memory, and is the broker). A done comparison's figures

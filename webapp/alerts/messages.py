@@ -18,7 +18,7 @@ from email import policy
 from email.message import EmailMessage
 from email.utils import format_datetime
 
-from webapp.reports.services import Header, KernelFacts, VerdictRow
+from webapp.comparisons.summary import Header, KernelFacts, VerdictRow
 
 WIDTH = 72  # body text; the table and the reproducer's lines stay within 78
 TABLE_WIDTH = 78
@@ -87,7 +87,7 @@ class Envelope:
     extra: dict[str, str] = field(default_factory=dict)  # X-rcubench-* facts for filters
 
 
-def build(env: Envelope, body: str) -> EmailMessage:
+def email_message(env: Envelope, body: str) -> EmailMessage:
     """The message: headers set through the email package (its policy refuses any CR/LF
     that would have got past `header_text`), the body as UTF-8 text."""
     msg = EmailMessage(policy=MAIL_POLICY)

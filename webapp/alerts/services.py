@@ -38,7 +38,7 @@ from webapp.alerts import messages
 from webapp.alerts.models import Alert, OptOut, Subscription
 from webapp.comparisons.models import Comparison, ComparisonState
 from webapp.comparisons.reproducer import public_url, reproducer
-from webapp.reports.services import header, verdict_rows
+from webapp.comparisons.summary import header, verdict_rows
 from webapp.states import Result
 from webapp.text import storable
 from webapp.trees.models import Tree
@@ -323,7 +323,7 @@ def render(alert: Alert) -> EmailMessage:
         message_id=alert.message_id, unsubscribe_url=links.unsubscribe, date=timezone.now(),
         in_reply_to=alert.in_reply_to, references=alert.references.split(), extra=extra,
     )  # fmt: skip
-    return messages.build(env, body)
+    return messages.email_message(env, body)
 
 
 # --- delivery -----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from webapp.comparisons.exports import finite
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.comparisons.progress import progress
 from webapp.comparisons.reproducer import public_url
-from webapp.reports.services import report_url, verdict_unit
+from webapp.comparisons.summary import report_url, verdict_unit
 from webapp.states import Arch
 from webapp.trees.models import PatchSeries, Tree, TreeMembership
 

@@ -24,10 +24,9 @@ from webapp.api.auth import BasicAuthentication, TokenAuthentication
 from webapp.api.errors import PayloadTooLarge
 from webapp.api.filters import ComparisonFilter
 from webapp.api.pagination import MeasurementPagination
-from webapp.comparisons import exports
+from webapp.comparisons import exports, orchestrator
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.comparisons.submission import SubmissionError
-from webapp.reports import services as report_services
 from webapp.trees import lore
 from webapp.trees.models import Tree
 
@@ -212,7 +211,7 @@ class ComparisonCancel(APIView):
 
     def post(self, request: Request, pk: int) -> Response:
         # 404 / PermissionDenied (403) as on the page; then the state after, for the reply.
-        _, ended = report_services.cancel(request.user, pk, via="through the API")
+        _, ended = orchestrator.cancel_for(request.user, pk, via="through the API")
         c = services.comparison(request.user, pk)
         if not ended:
             return Response(

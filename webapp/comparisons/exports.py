@@ -11,7 +11,7 @@ from typing import Any
 
 from webapp.comparisons.models import Comparison, Measurement
 from webapp.comparisons.reproducer import reproducer
-from webapp.reports.services import header, reliability_rows, report_url, verdict_rows
+from webapp.comparisons.summary import header, reliability_rows, report_url, verdict_rows
 
 SAMPLE_COLUMNS = ("comparison_id", "benchmark", "metric", "unit", "side", "run_index",
                   "run_order", "run_result", "sample_index", "value")  # fmt: skip

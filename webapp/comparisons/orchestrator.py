@@ -21,12 +21,14 @@ from collections import Counter
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
 from benchmarks.registry import BENCHMARKS, kconfig_for
-from webapp import dispatch, logs
+from webapp import access, dispatch, logs
+from webapp.access import AnyUser
 from webapp.comparisons.models import Comparison, ComparisonState, Run
 from webapp.comparisons.schedule import abba_slots, replacement_pairs
 from webapp.states import Result, State, finish_step, log_state
@@ -220,6 +222,33 @@ def cancel(comparison_id: int, reason: str = "cancelled") -> bool:
             return False
         _finish(c, Result.INCOMPLETE, Comparison.Error.CANCELLED, reason)
     return True
+
+
+def cancel_for(user: AnyUser, pk: int, via: str = "on the web page") -> tuple[Comparison, bool]:
+    """Cancel the comparison for `user` (from a page, or the API: `via` says which, in the
+    recorded reason): 404 where they may not see it, PermissionDenied where they see it but
+    may not cancel it (webapp.access). Returns the comparison and whether this ended it
+    (False: it had ended already)."""
+    c = access.get_visible(
+        access.visible_comparisons(user, Comparison.objects.select_related("revision_a")),
+        pk=pk,
+    )
+    if not access.can_cancel(user, c):
+        raise PermissionDenied(
+            "only the submitter, the tree's admins and staff may cancel this comparison"
+        )
+    ended = cancel(c.pk, f"cancelled by {user.get_username()} {via}")
+    return c, ended
+
+
+def artifacts_in_use() -> frozenset[str]:
+    """Artifact keys of the builds that unfinished comparisons still boot: the build cache
+    never prunes them (the build task passes them to trees.services.execute_build)."""
+    active = Comparison.objects.exclude(state=ComparisonState.DONE)
+    used = Build.objects.filter(
+        Q(pk__in=active.values("build_a")) | Q(pk__in=active.values("build_b"))
+    ).exclude(artifact_key="")
+    return frozenset(used.values_list("artifact_key", flat=True))
 
 
 def on_build_done(build_id: int) -> None:

@@ -11,7 +11,7 @@ import requests
 from stats.verdicts import FAILURE_STATISTIC
 from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.progress import Progress
-from webapp.reports.services import VerdictRow, verdict_order
+from webapp.comparisons.summary import VerdictRow, verdict_order
 
 API = "/api/v1/"
 TIMEOUT = 60.0  # seconds per request (a submission with a lore fetch waits for b4)

@@ -13,27 +13,27 @@ from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
-from webapp import access
-from webapp.comparisons import exports
+from webapp import access, plotly
+from webapp.comparisons import exports, orchestrator
 from webapp.comparisons.models import Run
-from webapp.reports import services
+from webapp.reports import listing, pages
 
 
 @require_GET
 def comparison_list(request: HttpRequest) -> HttpResponse:
-    data = services.comparison_list_page(request.user, request.GET)
+    data = listing.comparison_list_page(request.user, request.GET)
     return render(request, "reports/comparison_list.html", {"list": data, "page": data.page})
 
 
 @require_GET
 def comparison_row(request: HttpRequest, pk: int) -> HttpResponse:
     """One row of the list, polled by htmx while the comparison runs."""
-    return HttpResponse(services.comparison_row(request.user, pk).html)
+    return HttpResponse(listing.comparison_row(request.user, pk).html)
 
 
 @require_GET
 def comparison(request: HttpRequest, pk: int) -> HttpResponse:
-    page = services.comparison_page(request.user, pk)
+    page = pages.comparison_page(request.user, pk)
     return render(request, "reports/comparison.html", {"page": page})
 
 
@@ -41,8 +41,8 @@ def comparison(request: HttpRequest, pk: int) -> HttpResponse:
 def comparison_live(request: HttpRequest, pk: int) -> HttpResponse:
     """The comparison page's live part, polled by htmx while it runs; once it is done, the
     page reloads (once) to show the full report with its figures."""
-    c = services.visible_report(request.user, pk)
-    live = services.live_state(c)
+    c = pages.visible_report(request.user, pk)
+    live = pages.live_state(c)
     if live.done and request.headers.get("HX-Request") == "true":
         return HttpResponseClientRefresh()
     return render(request, "reports/_live.html", {"live": live, "oob": True})
@@ -52,23 +52,23 @@ def comparison_live(request: HttpRequest, pk: int) -> HttpResponse:
 def comparison_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     """Cancel from the page: 404 to those who may not see it, 403 to those who see it but
     may not cancel it (webapp.access), then back to the comparison page."""
-    services.cancel(request.user, pk)
+    orchestrator.cancel_for(request.user, pk)
     return HttpResponseRedirect(reverse("reports:comparison", args=[pk]))
 
 
 @require_GET
 def run(request: HttpRequest, pk: int) -> HttpResponse:
-    return render(request, "reports/run.html", {"page": services.run_page(request.user, pk)})
+    return render(request, "reports/run.html", {"page": pages.run_page(request.user, pk)})
 
 
 @require_GET
 def tree(request: HttpRequest, name: str) -> HttpResponse:
-    return render(request, "reports/tree.html", {"page": services.tree_page(request.user, name)})
+    return render(request, "reports/tree.html", {"page": pages.tree_page(request.user, name)})
 
 
 @require_GET
 def series(request: HttpRequest, pk: int) -> HttpResponse:
-    return render(request, "reports/series.html", {"page": services.series_page(request.user, pk)})
+    return render(request, "reports/series.html", {"page": pages.series_page(request.user, pk)})
 
 
 @require_GET
@@ -81,9 +81,7 @@ def comparison_csv(request: HttpRequest, pk: int) -> StreamingHttpResponse:
 
 @require_GET
 def comparison_json(request: HttpRequest, pk: int) -> StreamingHttpResponse:
-    c = access.get_visible(
-        access.visible_comparisons(request.user, services.report_queryset()), pk=pk
-    )
+    c = access.get_visible(access.visible_comparisons(request.user, pages.report_queryset()), pk=pk)
     return StreamingHttpResponse(exports.json_chunks(c), content_type="application/json")
 
 
@@ -107,9 +105,9 @@ def series_mbox(request: HttpRequest, pk: int) -> HttpResponse:
 def plotly_js(request: HttpRequest, version: str) -> HttpResponse:
     """plotly.min.js from the installed package (the machines have no CDN). The URL names
     the version, so the file is cached for good and an upgrade changes the URL."""
-    if version != services.PLOTLY_VERSION:
+    if version != plotly.PLOTLY_VERSION:
         raise Http404("not the installed plotly version")
-    raw, gz = services.plotly_js()
+    raw, gz = plotly.plotly_js()
     if "gzip" in request.headers.get("Accept-Encoding", ""):
         response = HttpResponse(gz, content_type="text/javascript; charset=utf-8")
         response["Content-Encoding"] = "gzip"

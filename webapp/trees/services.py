@@ -11,7 +11,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from engine.build import builder, kconfig
@@ -70,9 +69,10 @@ def request_build(revision: Revision, arch: str, fragments: Sequence[str] = ()) 
     return build
 
 
-def execute_build(build_id: int) -> Build | None:
-    """Carry out a queued build (the build task calls this). Returns None when the build
-    is not queued any more: a duplicate delivery of the task does nothing."""
+def execute_build(build_id: int, keep: frozenset[str] = frozenset()) -> Build | None:
+    """Carry out a queued build (the build task calls this). `keep`: artifact keys the cache
+    must not prune (the caller's: those unfinished comparisons still boot). Returns None when
+    the build is not queued any more: a duplicate delivery of the task does nothing."""
     now = timezone.now()
     claimed = Build.objects.filter(pk=build_id, state=State.QUEUED).update(
         state=State.RUNNING, started_at=now, heartbeat_at=now, host=socket.gethostname()
@@ -94,7 +94,7 @@ def execute_build(build_id: int) -> Build | None:
               series=revision.series_id, host=build.host)  # fmt: skip
     try:
         with _beating(build_id):
-            outcome = builder.build_kernel(request, build_settings(), keep=_artifacts_in_use())
+            outcome = builder.build_kernel(request, build_settings(), keep=keep)
     except builder.BuildError as exc:
         _finish(build, Result.FAILED, error_code=exc.code, error_message=exc.message, log=exc.log)
         return build
@@ -156,17 +156,6 @@ def _beating(build_id: int) -> Iterator[None]:
     finally:
         stop.set()
         thread.join()
-
-
-def _artifacts_in_use() -> frozenset[str]:
-    """Artifact keys of the builds that unfinished comparisons still boot: never pruned."""
-    from webapp.comparisons.models import Comparison, ComparisonState
-
-    active = Comparison.objects.exclude(state=ComparisonState.DONE)
-    used = Build.objects.filter(
-        Q(pk__in=active.values("build_a")) | Q(pk__in=active.values("build_b"))
-    ).exclude(artifact_key="")
-    return frozenset(used.values_list("artifact_key", flat=True))
 
 
 def _tail(path: Path) -> str:

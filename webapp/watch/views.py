@@ -10,7 +10,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
 from webapp import access
-from webapp.reports.services import PLOTLY_VERSION
+from webapp.plotly import PLOTLY_VERSION
 from webapp.watch import figures, history
 
 _NO_BUTTONS = ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"]

@@ -54,7 +54,7 @@ def test_build_sets_threading_and_unsubscribe_headers():
         in_reply_to="<cover@example.org>\r\nX: y",
         references=["<cover@example.org>", "<p1@example.org>"],
     )
-    msg = messages.build(env, "body\n")
+    msg = messages.email_message(env, "body\n")
     assert msg["In-Reply-To"] == "<cover@example.org>"
     assert msg["References"] == "<cover@example.org> <p1@example.org>"
     assert msg["List-Unsubscribe"] == "<https://r.example.org/alerts/unsubscribe/t/>"

@@ -20,7 +20,6 @@ from webapp.comparisons.serving import (
 )
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
 from webapp.routing import RUN_BENCHMARK
-from workers.serving import bench_queues, serve_patterns
 
 WORKER = "bench@lab-host"
 
@@ -33,18 +32,6 @@ def _target(name: str = "lab-x", enabled: bool = True) -> Target:
 def _seen(target: Target, seconds_ago: float, worker: str = WORKER) -> None:
     seen_at = timezone.now() - timedelta(seconds=seconds_ago)
     ServedQueue.objects.create(queue=target.queue, worker=worker, seen_at=seen_at)
-
-
-# --- the worker's rule (plain Python) -------------------------------------------------------
-
-
-def test_patterns_are_the_setting_else_the_targets_the_worker_started_with():
-    start = bench_queues(["control", "build", "bench.qemu-x86_64", "bench.lab-a"])
-    assert start == {"bench.qemu-x86_64", "bench.lab-a"}
-    assert serve_patterns(None, start) == ["lab-a", "qemu-x86_64"]
-    assert serve_patterns(["qemu-*", " lab-power9 ", ""], start) == ["qemu-*", "lab-power9"]
-    assert serve_patterns([], start) == []  # set but empty: it serves nothing
-    assert not bench_queues(["control", "build", "analysis"])  # such a worker never serves
 
 
 # --- the served-queue records ---------------------------------------------------------------

@@ -17,7 +17,7 @@ from engine.build.git import MAX_REF_LENGTH
 from engine.build.tests.conftest import FIXTURES
 from tests.support.factories import TreeFactory
 from webapp.comparisons.models import Comparison
-from webapp.reports import services as reports
+from webapp.comparisons.reproducer import reproducer
 from webapp.trees.models import Patch, PatchSeries, Revision, Tree
 from webapp.trees.services import InvalidSeries, store_series
 
@@ -267,8 +267,8 @@ def test_the_fuzz_opt_in_is_recorded_and_shown_in_the_report(tree, mbox_file, cl
         assert 'data-allowed="yes">fuzz allowed' in html
         assert "applied with patch -F3" in html
         assert "Hunk #1 succeeded at 90 (offset 2 lines)." in html
-        assert "--allow-fuzz" in reports.reproducer(c)
+        assert "--allow-fuzz" in reproducer(c)
     else:
         assert 'data-allowed="no">fuzz not allowed' in html
         assert "applied with git am" in html
-        assert "--allow-fuzz" not in reports.reproducer(c)
+        assert "--allow-fuzz" not in reproducer(c)

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from webapp.comparisons import exports
-from webapp.reports.services import SideRuns, contention_warning, run_counts
+from webapp.comparisons.summary import SideRuns, contention_warning, run_counts
 
 pytestmark = pytest.mark.django_db
 

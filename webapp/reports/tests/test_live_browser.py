@@ -23,7 +23,7 @@ from tests.support.factories import (
     UserFactory,
 )
 from webapp.comparisons.models import Comparison
-from webapp.reports import services
+from webapp.reports import listing
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,7 +33,7 @@ MARKER = "set-before-any-update"
 @pytest.fixture
 def fast_polls(monkeypatch):
     """Poll every second (the live server runs in this process)."""
-    monkeypatch.setattr(services, "POLL_SECONDS", 1)
+    monkeypatch.setattr(listing, "POLL_SECONDS", 1)
 
 
 @pytest.fixture

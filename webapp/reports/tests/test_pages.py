@@ -26,7 +26,7 @@ from tests.support.factories import (
 )
 from webapp.comparisons.models import Comparison
 from webapp.comparisons.progress import progress, progress_many
-from webapp.reports import services
+from webapp.reports import listing, pages
 from webapp.trees.models import TreeMembership
 
 pytestmark = pytest.mark.django_db
@@ -202,7 +202,7 @@ def test_the_filter_choices_leak_no_private_tree_or_its_members(client, assorted
 
 def test_pages_keep_the_filters(client):
     tree = TreeFactory.create(name="rcu")
-    for _ in range(services.LIST_PAGE_SIZE + 2):
+    for _ in range(listing.LIST_PAGE_SIZE + 2):
         ComparisonFactory.create(revision_a=RevisionFactory.create(tree=tree),
                                  revision_b=RevisionFactory.create(tree=tree))  # fmt: skip
     ComparisonFactory.create()  # another tree's
@@ -248,18 +248,18 @@ def test_unfinished_rows_poll_their_progress_and_finished_ones_do_not(client, as
 
 
 def test_a_row_is_rendered_again_whenever_a_value_it_shows_changes(client, assorted, monkeypatch):
-    """services.row_html keeps rendered rows in memory, keyed by what they show: a repeat is
+    """listing.row_html keeps rendered rows in memory, keyed by what they show: a repeat is
     served from memory, and a change of any value shown (a run ending, a renamed tree, a
     verdict) renders it again, so the memo is never stale."""
     rendered = []
-    real = services._render_row
+    real = listing._render_row
 
     def counting(c, p):
         rendered.append(c.pk)
         return real(c, p)
 
-    monkeypatch.setattr(services, "_render_row", counting)
-    monkeypatch.setattr(services, "_row_memo", type(services._row_memo)())
+    monkeypatch.setattr(listing, "_render_row", counting)
+    monkeypatch.setattr(listing, "_row_memo", type(listing._row_memo)())
     running = assorted["rcu-bob-running"]
     client.get(LIST)
     first = len(rendered)
@@ -464,15 +464,15 @@ def test_the_run_page_shows_outcome_timings_metrics_and_the_escaped_console(clie
 
 
 def test_a_long_console_shows_its_head_and_tail_and_links_the_rest(client):
-    head = "BOOT " * (services.CONSOLE_HEAD_CHARS // 5)
+    head = "BOOT " * (pages.CONSOLE_HEAD_CHARS // 5)
     middle = "m" * 200_000
-    tail = "Kernel panic - not syncing: <oops>\n" + "T" * (services.CONSOLE_TAIL_CHARS - 35)
+    tail = "Kernel panic - not syncing: <oops>\n" + "T" * (pages.CONSOLE_TAIL_CHARS - 35)
     run = RunFactory.create(console_log=head + middle + tail, state="done", result="failed",
                             error_code="panic", error_message="Kernel panic")  # fmt: skip
     response = client.get(reverse("reports:run", args=[run.pk]))
     html = response.content.decode()
-    assert len(html) < services.CONSOLE_HEAD_CHARS + services.CONSOLE_TAIL_CHARS + 20_000
-    omitted = len(head + middle + tail) - services.CONSOLE_HEAD_CHARS - services.CONSOLE_TAIL_CHARS
+    assert len(html) < pages.CONSOLE_HEAD_CHARS + pages.CONSOLE_TAIL_CHARS + 20_000
+    omitted = len(head + middle + tail) - pages.CONSOLE_HEAD_CHARS - pages.CONSOLE_TAIL_CHARS
     assert omitted > 199_000
     assert f"{omitted} characters left out here" in html
     assert "Kernel panic - not syncing: &lt;oops&gt;" in html
@@ -488,7 +488,7 @@ def test_a_long_console_shows_its_head_and_tail_and_links_the_rest(client):
 )
 def test_console_excerpt(chars, shown, omitted):
     text = "abcdefghijklmnopqrst"[:chars]
-    got = services.console_excerpt(text[:4], text[-8:], chars, 4, 8)
+    got = pages.console_excerpt(text[:4], text[-8:], chars, 4, 8)
     assert got.head + got.tail == (shown + (text[-8:] if omitted else ""))
     assert got.omitted == omitted
     assert got.chars == chars

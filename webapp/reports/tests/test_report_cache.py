@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from webapp.analysis.models import MetricVerdict
-from webapp.reports import figures, services
+from webapp.reports import figures, pages, sections
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def test_a_done_comparisons_figures_are_drawn_once_then_served_from_the_cache(
 ):
     first, first_queries = _get(client, finished)
     assert drawn["ecdf"] == 2  # writer_duration and gps
-    assert caches["reports"].get(services.figures_cache_key(finished)) is not None
+    assert caches["reports"].get(sections.figures_cache_key(finished)) is not None
     second, second_queries = _get(client, finished)
     assert drawn["ecdf"] == 2  # nothing drawn again
     assert second_queries == 1 < first_queries  # the comparison's cache key, nothing else
@@ -70,20 +70,20 @@ def test_the_cache_is_shared_through_its_backend_not_the_process(client, finishe
 def test_a_comparison_that_is_not_done_is_never_cached(client, finished, drawn, state):
     type(finished).objects.filter(pk=finished.pk).update(state=state, result="", verdict="")
     finished.refresh_from_db()
-    assert services.figures_cache_key(finished) is None
+    assert sections.figures_cache_key(finished) is None
     _get(client, finished)
     _get(client, finished)
     assert drawn["ecdf"] == 0  # not drawn before it is done
-    assert services.cached_figure_sections(finished)  # drawn when asked, never stored
+    assert sections.cached_figure_sections(finished)  # drawn when asked, never stored
     assert drawn["ecdf"] == 2
-    services.cached_figure_sections(finished)
+    sections.cached_figure_sections(finished)
     assert drawn["ecdf"] == 4
 
 
 def test_a_done_comparison_without_a_finish_time_is_not_cached(done_comparison, drawn):
     assert done_comparison.finished_at is None
-    services.cached_figure_sections(done_comparison)
-    services.cached_figure_sections(done_comparison)
+    sections.cached_figure_sections(done_comparison)
+    sections.cached_figure_sections(done_comparison)
     assert drawn["ecdf"] == 4
 
 
@@ -95,12 +95,12 @@ def test_finishing_again_or_a_new_figures_version_draws_them_again(
     finished.save(update_fields=["finished_at"])
     _get(client, finished)
     assert drawn["ecdf"] == 4
-    monkeypatch.setattr(services, "FIGURES_VERSION", services.FIGURES_VERSION + 1)
+    monkeypatch.setattr(sections, "FIGURES_VERSION", sections.FIGURES_VERSION + 1)
     _get(client, finished)
     assert drawn["ecdf"] == 6
     _get(client, finished)
     assert drawn["ecdf"] == 6
-    monkeypatch.setattr(services, "REPORT_VERSION", services.REPORT_VERSION + 1)
+    monkeypatch.setattr(pages, "REPORT_VERSION", pages.REPORT_VERSION + 1)
     _get(client, finished)  # rendered again, from the figures' entry
     assert drawn["ecdf"] == 6
 
@@ -111,7 +111,7 @@ def test_a_done_reports_body_is_rendered_once_and_keyed_by_its_finish(client, fi
     badge = 'class="badge v-significant-but-small"'
     first, _ = _get(client, finished)
     assert badge in first
-    assert caches["reports"].get(services.report_cache_key(finished)) is not None
+    assert caches["reports"].get(pages.report_cache_key(finished)) is not None
     MetricVerdict.objects.filter(comparison=finished, verdict="significant-but-small").update(
         verdict="inconclusive"
     )
@@ -141,16 +141,16 @@ def test_a_cache_that_fails_draws_the_figures_all_the_same(finished, drawn, monk
     cache = caches["reports"]
     monkeypatch.setattr(cache, "get", broken)
     monkeypatch.setattr(cache, "set", broken)
-    assert services.cached_figure_sections(finished)
+    assert sections.cached_figure_sections(finished)
     assert drawn["ecdf"] == 2
     assert "report cache: cannot" in caplog.text
 
 
 def test_the_cached_figures_are_the_ones_drawn(finished):
-    stored = services.cached_figure_sections(finished)  # draws and stores
-    cached = services.cached_figure_sections(finished)
+    stored = sections.cached_figure_sections(finished)  # draws and stores
+    cached = sections.cached_figure_sections(finished)
     assert cached == stored
     shape = [(b.benchmark, [(m.metric, m.unit, m.is_primary, len(m.figures)) for m in b.metrics])
-             for b in services.figure_sections(finished)]  # fmt: skip
+             for b in sections.figure_sections(finished)]  # fmt: skip
     assert shape == [(b.benchmark, [(m.metric, m.unit, m.is_primary, len(m.figures))
                                     for m in b.metrics]) for b in cached]  # fmt: skip

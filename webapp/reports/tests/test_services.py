@@ -3,14 +3,15 @@
 import pytest
 
 from tests.support.factories import ComparisonFactory, MeasurementFactory, MetricVerdictFactory
-from webapp.reports import services
+from webapp.comparisons import summary
+from webapp.reports import sections
 from webapp.reports.tests.conftest import VERDICTS_IN_REPORT_ORDER
 
 pytestmark = pytest.mark.django_db
 
 
 def test_verdict_rows_primary_first_then_most_severe(done_comparison):
-    rows = services.verdict_rows(done_comparison)
+    rows = summary.verdict_rows(done_comparison)
     got = [(r.verdict.metric, r.verdict.statistic, r.verdict.is_primary, r.verdict.verdict)
            for r in rows]  # fmt: skip
     assert got == VERDICTS_IN_REPORT_ORDER
@@ -27,7 +28,7 @@ def test_verdict_row_text():
         details={"relative": False, "shift": -480.5, "ci": [-700.0, -250.25],
                  "adjustment": "holm"},
     )  # fmt: skip
-    (row,) = services.verdict_rows(c)
+    (row,) = summary.verdict_rows(c)
     assert row.verdict == v
     assert row.unit == "kB"  # from the benchmark spec when details lack it
     assert (row.median_a, row.median_b) == ("123457", "0.00012346")
@@ -42,7 +43,7 @@ def test_figures_are_built_from_ok_runs_only(done_comparison):
     # The panicked run's measurement must not show up in the figures.
     panicked = done_comparison.runs.get(result="failed")
     MeasurementFactory.create(run=panicked, samples=[12345.678])
-    (section,) = services.figure_sections(done_comparison)
+    (section,) = sections.figure_sections(done_comparison)
     assert section.benchmark == "sync-rcu-latency"
     assert [m.metric for m in section.metrics] == ["writer_duration", "gps"]  # primary first
     wd = section.metrics[0]
@@ -59,7 +60,7 @@ def test_figures_are_built_from_ok_runs_only(done_comparison):
 
 
 def test_slab_comparison_gets_the_delay_sweep(slab_comparison):
-    (section,) = services.figure_sections(slab_comparison)
+    (section,) = sections.figure_sections(slab_comparison)
     assert len(section.overview) == 1
     assert "delay between map-in-map updates" in section.overview[0]
     assert section.metrics[0].metric == "slab_kb_peak_d0"  # the primary metric
@@ -75,7 +76,7 @@ def test_verdict_row_shows_the_sign_test_moods_p_and_the_p_mark():
         details={"unit": "ms", "relative": True, "adjustment": "holm", "sign_test": SIGN_20_OF_24,
                  "p_method": "permutation", "p_permutations": 9999},
     )  # fmt: skip
-    (row,) = services.verdict_rows(v.comparison)
+    (row,) = summary.verdict_rows(v.comparison)
     assert row.sign_test == "20/24 B runs above A's median, p=0.00154"
     assert (row.sign_direction, row.mood) == ("above is worse", "Mood p=0.0253")
     assert row.cross_checks == ("20/24 B runs above A's median, p=0.00154 (above is worse); "
@@ -87,20 +88,20 @@ def test_verdict_row_shows_the_sign_test_moods_p_and_the_p_mark():
 def test_verdict_row_says_when_the_cross_checks_are_undefined_or_ties_left_out():
     tied = {**SIGN_20_OF_24, "n": 22, "ties": 2, "p": 0.0004}
     v = MetricVerdictFactory.create(p_median=None, details={"sign_test": tied})
-    (row,) = services.verdict_rows(v.comparison)
+    (row,) = summary.verdict_rows(v.comparison)
     assert row.sign_test == "20/22 B runs above A's median (2 ties left out), p=0.0004"
     assert row.mood == "Mood undefined"
     v.details = {"sign_test": {**SIGN_20_OF_24, "k": 0, "n": 0, "ties": 24, "p": None}}
     v.save()
-    (row,) = services.verdict_rows(v.comparison)
+    (row,) = summary.verdict_rows(v.comparison)
     assert row.sign_test == "sign test undefined"
 
 
 def test_tail_and_old_rows_have_no_cross_checks_or_mark():
     v = MetricVerdictFactory.create(statistic="p99", is_primary=False)
-    (row,) = services.verdict_rows(v.comparison)
+    (row,) = summary.verdict_rows(v.comparison)
     assert (row.sign_test, row.mood, row.cross_checks, row.p_marker) == ("", "", "", "")
-    assert services.p_method_legend([row]) == ""
+    assert summary.p_method_legend([row]) == ""
 
 
 def test_p_legend_explains_only_the_marks_used_with_the_permutation_count():
@@ -108,9 +109,9 @@ def test_p_legend_explains_only_the_marks_used_with_the_permutation_count():
     for stat, method in (("p50", "permutation"), ("mean", "t-approximation")):
         details = {"p_method": method, "p_permutations": 9999}
         MetricVerdictFactory.create(comparison=c, statistic=stat, details=details)
-    rows = services.verdict_rows(c)
+    rows = summary.verdict_rows(c)
     assert [r.p_marker for r in rows] == ["P", "≈"]
-    legend = services.p_method_legend(rows)
+    legend = summary.p_method_legend(rows)
     assert legend.startswith("P permutation p from 9,999 random relabellings of whole runs "
                              "(raised where the look's boundary needed it), never below "
                              "1/(B + 1); ≈ far-tail approximation")  # fmt: skip

@@ -14,6 +14,7 @@ from engine.build.store import Store
 from engine.build.tests.conftest import DEFAULT_TREE
 from engine.build.tests.test_hostile_builds import _makefile_prefix, _series
 from tests.support.factories import BuildFactory, ComparisonFactory
+from webapp.comparisons import orchestrator
 from webapp.states import State
 from webapp.text import NUL_SHOWN
 from webapp.trees import services
@@ -84,6 +85,6 @@ def test_artifacts_of_unfinished_comparisons_are_never_pruned(tmp_path):
         keys.append(key)
     needed = BuildFactory.create(artifact_key=keys[0])
     ComparisonFactory.create(build_a=needed, build_b=needed)
-    pruned = store.prune(max_artifact_bytes=0, max_slots=0, keep=services._artifacts_in_use())
+    pruned = store.prune(max_artifact_bytes=0, max_slots=0, keep=orchestrator.artifacts_in_use())
     assert pruned == [f"artifact {keys[1]}"]
     assert store.lookup(keys[0]) is not None

@@ -16,7 +16,7 @@ from webapp.comparisons import orchestrator, remote
 from webapp.comparisons.models import Comparison, ComparisonState
 from webapp.comparisons.progress import Progress, progress
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
-from webapp.reports.services import VerdictRow, p_method_legend, report_url, verdict_rows
+from webapp.comparisons.summary import VerdictRow, p_method_legend, report_url, verdict_rows
 from webapp.states import Result
 from webapp.trees.models import Tree
 from webapp.trees.services import DEFAULT_TREE, InvalidTree, register_local_tree

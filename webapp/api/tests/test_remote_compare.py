@@ -21,7 +21,7 @@ from tests.support.factories import (
 from webapp.api import services as api
 from webapp.comparisons.management.commands.compare import Command
 from webapp.comparisons.models import Comparison, ComparisonState
-from webapp.reports.services import report_url
+from webapp.comparisons.summary import report_url
 from webapp.routing import ADVANCE_COMPARISON
 from webapp.states import Result
 

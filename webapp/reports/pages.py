@@ -1,0 +1,378 @@
+"""The report pages, gathered from the database (the views stay thin): the comparison page
+(its report body cached once done, its live part while it runs), the run page, the tree and
+series pages. What a comparison found comes from webapp.comparisons.summary, its figures from
+sections.py, the list page from listing.py."""
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.core.cache import caches
+from django.db.models import Q, QuerySet
+from django.db.models.functions import Left, Length, Right
+from django.template.loader import render_to_string
+from django.utils.safestring import SafeString, mark_safe
+
+from webapp import access, logs
+from webapp.access import AnyUser
+from webapp.alerts.models import Alert
+from webapp.alerts.services import alerts_for_page
+from webapp.comparisons.models import Comparison, ComparisonState, Measurement, Run
+from webapp.comparisons.progress import Progress, progress
+from webapp.comparisons.reproducer import reproducer
+from webapp.comparisons.summary import (
+    Header,
+    ReliabilityRow,
+    SideRuns,
+    VerdictRow,
+    build_status,
+    header,
+    num_text,
+    p_method_legend,
+    reliability_rows,
+    run_counts,
+    spec_for,
+    verdict_rows,
+)
+from webapp.plotly import PLOTLY_VERSION
+from webapp.reports.listing import POLL_SECONDS, ListRow, comparison_list, list_rows
+from webapp.reports.sections import (
+    FIGURES_CACHE,
+    BenchmarkFigures,
+    cached_figure_sections,
+    figures_cache_key,
+)
+from webapp.trees.models import PatchSeries, Tree
+from webapp.watch.models import ChangePoint, Push, WatchPolicy
+
+log = logs.get(__name__)
+
+
+# --- runs -----------------------------------------------------------------------------
+
+
+def runs_table(c: Comparison) -> list[Run]:
+    """Every run in schedule order, without its console log (fetched by its own view)."""
+    return list(c.runs.defer("console_log").order_by("order"))
+
+
+# --- pages ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Report:
+    header: Header
+    verdicts: list[VerdictRow]
+    reliability: list[ReliabilityRow]
+    sections: list[BenchmarkFigures]  # empty until the comparison is done
+    runs: list[Run]
+    reproducer: str
+    plotly_version: str = PLOTLY_VERSION
+
+    @property
+    def p_legend(self) -> str:
+        return p_method_legend(self.verdicts)
+
+
+def comparison_report(c: Comparison) -> Report:
+    """Everything the report page shows. Figures load every sample of the comparison, so
+    they are drawn once it is done, not on each refresh of a running one, and then come
+    from the cache (cached_figure_sections)."""
+    return Report(
+        header=header(c),
+        verdicts=verdict_rows(c),
+        reliability=reliability_rows(c),
+        sections=cached_figure_sections(c) if c.state == ComparisonState.DONE else [],
+        runs=runs_table(c),
+        reproducer=reproducer(c),
+    )
+
+
+def report_queryset() -> "QuerySet[Comparison]":
+    """Comparisons with what the report reads of them joined in; the big blobs (build logs,
+    mboxes) are left to be fetched only where shown."""
+    return Comparison.objects.select_related(
+        "revision_a__tree", "revision_a__series", "revision_b__tree", "revision_b__series",
+        "build_a", "build_b", "target",
+    ).defer(
+        "build_a__log", "build_b__log", "revision_a__series__mbox", "revision_b__series__mbox"
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Live:
+    """The comparison page's live part while it runs: builds, runs per side by outcome,
+    the look it is at and the runs' ETA (webapp.comparisons.progress)."""
+
+    id: int
+    state: str
+    result: str
+    verdict: str
+    done: bool
+    builds: tuple[tuple[str, str], tuple[str, str]]  # (side, status)
+    runs: tuple[SideRuns, SideRuns]
+    progress: Progress
+    benchmarks: list[str]
+    target: str
+    poll_seconds: int = POLL_SECONDS
+
+
+def live_state(c: Comparison) -> Live:
+    return Live(
+        id=c.pk, state=c.state, result=c.result, verdict=c.verdict,
+        benchmarks=list(c.benchmarks), target=c.target.name,
+        done=c.state == ComparisonState.DONE,
+        builds=(("A", build_status(c.build_a)), ("B", build_status(c.build_b))),
+        runs=run_counts(c), progress=progress(c),
+    )  # fmt: skip
+
+
+def visible_report(user: AnyUser, pk: int) -> Comparison:
+    """The comparison with what the report reads joined in; 404 where the user may not
+    see it."""
+    return access.get_visible(access.visible_comparisons(user, report_queryset()), pk=pk)
+
+
+# A done comparison's report body, rendered once and cached whole ("reports" cache, beside
+# its figures): its runs, measurements and verdicts never change once it is done (the
+# analysis stores the verdicts before it sets the state), and nothing in the body depends on
+# who is looking (no cancel form, no live part). Reading the report's nine tables and
+# rendering its runs table took ~25 ms a request; a cache hit takes one query and one file
+# read. The key is the figures' (the comparison's identity and finish time) with
+# REPORT_VERSION: bump it whenever _report.html or what it shows changes.
+REPORT_VERSION = 2
+# What the page reads of a comparison before it knows whether its body is cached.
+_PAGE_COLUMNS = ("id", "state", "created_at", "finished_at", "visibility",
+                 "revision_a__tree_id")  # fmt: skip
+
+
+def report_cache_key(c: Comparison) -> str | None:
+    """The cache key of a done comparison's report body; None for one not done."""
+    figures = figures_cache_key(c)
+    return None if figures is None else f"report:{REPORT_VERSION}:{figures}"
+
+
+@dataclass(frozen=True)
+class ComparisonPage:
+    id: int
+    done: bool
+    body: SafeString | None  # a done comparison's report body (cached); else render report
+    report: Report | None = None
+    live: Live | None = None  # None once it is done: nothing polls
+    can_cancel: bool = False
+    alerts: list[Alert] | None = None  # its mails, for the tree's admins and staff only
+
+
+def comparison_page(user: AnyUser, pk: int) -> ComparisonPage:
+    """The comparison page: for a done comparison its rendered body, from the cache after
+    the first request; for one still going, what its template renders (fresh each time).
+    404 where the user may not see it."""
+    c = access.get_visible(
+        access.visible_comparisons(
+            user, Comparison.objects.select_related("revision_a").only(*_PAGE_COLUMNS)
+        ),
+        pk=pk,
+    )
+    # The mails are not for every reader: outside the cached body.
+    alerts = alerts_for_page(user, c)
+    if c.state == ComparisonState.DONE:
+        return ComparisonPage(id=c.pk, done=True, body=done_report_html(c), alerts=alerts)
+    full = report_queryset().get(pk=c.pk)
+    return ComparisonPage(
+        id=c.pk, done=False, body=None, report=comparison_report(full),
+        live=live_state(full), can_cancel=access.can_cancel(user, full), alerts=alerts,
+    )  # fmt: skip
+
+
+def done_report_html(c: Comparison) -> SafeString:
+    """A done comparison's report body, rendered once and then read from the cache. As with
+    the figures, a cache that cannot be read or written only costs the rendering."""
+    key = report_cache_key(c)
+    cache = caches[FIGURES_CACHE]
+    hit = None
+    if key is not None:
+        try:
+            hit = cache.get(key)
+        except Exception:  # noqa: BLE001 - any cache failure: render it instead
+            log.warning("report cache: cannot read %s", key, exc_info=True)
+    if isinstance(hit, str):
+        return mark_safe(hit)  # noqa: S308 - stored below from the escaping template
+    report = comparison_report(report_queryset().get(pk=c.pk))
+    html = render_to_string("reports/_report.html", {"report": report})
+    if key is not None:
+        try:
+            cache.set(key, str(html))
+        except Exception:  # noqa: BLE001 - the page is served all the same
+            log.warning("report cache: cannot write %s", key, exc_info=True)
+    return mark_safe(html)  # noqa: S308 - rendered by the escaping template
+
+
+# --- run page -------------------------------------------------------------------------
+
+# The run page shows at most this much of a console (characters): its head, where the boot
+# is, and its tail, where a panic or the benchmark's output is; the download has it all.
+CONSOLE_HEAD_CHARS = 16 * 1024
+CONSOLE_TAIL_CHARS = 48 * 1024
+SAMPLES_SHOWN = 200
+
+
+@dataclass(frozen=True)
+class Console:
+    head: str
+    tail: str  # empty unless characters were left out between head and tail
+    chars: int  # the whole console's length
+    omitted: int  # characters not shown, between head and tail
+
+
+def console_excerpt(head: str, tail: str, chars: int, head_max: int, tail_max: int) -> Console:
+    """The console as shown from its first `head_max` and last `tail_max` characters
+    (`head`, `tail`) and its length: whole when it fits, else both ends and the gap."""
+    if chars <= head_max:
+        return Console(head, "", chars, 0)
+    if chars <= head_max + tail_max:
+        return Console(head + tail[len(tail) - (chars - head_max) :], "", chars, 0)
+    return Console(head, tail, chars, chars - head_max - tail_max)
+
+
+@dataclass(frozen=True)
+class MetricRead:
+    """One Measurement of the run: what the parser read of one metric."""
+
+    benchmark: str
+    metric: str
+    unit: str
+    primary: bool
+    samples: list[float]
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    def _q(self, q: float) -> str:
+        return num_text(float(np.quantile(np.asarray(self.samples, dtype=float), q)))
+
+    @property
+    def minimum(self) -> str:
+        return num_text(min(self.samples))
+
+    @property
+    def median(self) -> str:
+        return self._q(0.5)
+
+    @property
+    def p90(self) -> str:
+        return self._q(0.9)
+
+    @property
+    def maximum(self) -> str:
+        return num_text(max(self.samples))
+
+    @property
+    def shown(self) -> str:
+        """The first SAMPLES_SHOWN samples, as the parser read them."""
+        return ", ".join(f"{x:.6g}" for x in self.samples[:SAMPLES_SHOWN])
+
+
+@dataclass(frozen=True)
+class RunPage:
+    run: Run  # with its comparison and target; its console deferred
+    retried_by: int | None  # the run that replaced this one
+    console: Console
+    metrics: list[MetricRead]
+
+    @property
+    def queued_seconds(self) -> float | None:
+        r = self.run
+        if r.started_at is None:
+            return None
+        return (r.started_at - r.created_at).total_seconds()
+
+    @property
+    def run_seconds(self) -> float | None:
+        r = self.run
+        if r.started_at is None or r.finished_at is None:
+            return None
+        return (r.finished_at - r.started_at).total_seconds()
+
+
+def run_page(user: AnyUser, pk: int) -> RunPage:
+    """The run page's data in three queries; 404 for runs of comparisons the user may not
+    see. The console is cut in the database: a 1 MiB log is not read to show 64 KiB."""
+    qs = (
+        Run.objects.select_related("comparison__target", "retried_by")
+        .defer("console_log", "retried_by__console_log")
+        .annotate(
+            console_head=Left("console_log", CONSOLE_HEAD_CHARS),
+            console_tail=Right("console_log", CONSOLE_TAIL_CHARS),
+            console_chars=Length("console_log"),
+        )
+    )
+    run = access.get_visible(access.visible_runs(user, qs), pk=pk)
+    spec = spec_for(run.benchmark)
+    primary = {m.name for m in spec.metrics if m.primary} if spec else set()
+    metrics = [
+        MetricRead(m.benchmark, m.metric, m.unit, m.metric in primary, list(m.samples))
+        for m in Measurement.objects.filter(run_id=run.pk).order_by("benchmark", "metric")
+    ]
+    metrics.sort(key=lambda m: not m.primary)
+    retried = getattr(run, "retried_by", None)
+    cut: Any = run  # with the console's annotations
+    console = console_excerpt(cut.console_head, cut.console_tail, cut.console_chars,
+                              CONSOLE_HEAD_CHARS, CONSOLE_TAIL_CHARS)  # fmt: skip
+    return RunPage(run, retried.pk if retried else None, console, metrics)
+
+
+# --- tree and series pages --------------------------------------------------------------
+
+RECENT_ON_TREE_PAGE = 20
+
+
+@dataclass(frozen=True)
+class TreePage:
+    tree: Tree
+    role: str | None  # the user's role on the tree
+    is_admin: bool  # may read its webhook deliveries
+    policy: WatchPolicy | None
+    heads: list[Push]  # the newest push of each branch (the refs under test)
+    pushes: list[Push]  # the newest pushes
+    change_points: list[ChangePoint]
+    rows: list[ListRow]  # its newest comparisons the user may see
+    more: int  # how many more of them the list page has
+
+
+def tree_page(user: AnyUser, name: str) -> TreePage:
+    """A tree: its watch policy, its refs under test and their pushes, change points found in
+    its history and its newest comparisons; 404 where the user may not see the tree."""
+    tree = access.get_visible(access.visible_trees(user), name=name)
+    policy = WatchPolicy.objects.filter(tree=tree).prefetch_related("targets").first()
+    pushes = Push.objects.filter(tree=tree).prefetch_related("comparisons")
+    heads = list(
+        pushes.filter(anchor=False).order_by("branch", "-received_at", "-pk").distinct("branch")
+    )
+    visible = access.visible_comparisons(user, comparison_list()).filter(revision_a__tree=tree)
+    shown = list(visible[:RECENT_ON_TREE_PAGE])
+    points = ChangePoint.objects.filter(tree=tree).select_related("push", "target")
+    return TreePage(
+        tree=tree, role=access.role(user, tree.pk), is_admin=access.is_tree_admin(user, tree),
+        policy=policy, heads=heads, pushes=list(pushes[:RECENT_ON_TREE_PAGE]),
+        change_points=list(points[:10]), rows=list_rows(shown),
+        more=max(0, visible.count() - len(shown)),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SeriesPage:
+    series: PatchSeries
+    patches: list[Any]
+    rows: list[ListRow]  # every comparison of it the user may see
+
+
+def series_page(user: AnyUser, pk: int) -> SeriesPage:
+    """A patch series: its cover letter's subject, author and message-id, its patches, and
+    every comparison of it the user may see; 404 where they see none."""
+    series = access.get_visible(access.visible_series(user, PatchSeries.objects.defer("mbox")),
+                                pk=pk)  # fmt: skip
+    comparisons = access.visible_comparisons(user, comparison_list()).filter(
+        Q(revision_a__series=series) | Q(revision_b__series=series)
+    )
+    return SeriesPage(series, list(series.patches.order_by("index")), list_rows(list(comparisons)))
