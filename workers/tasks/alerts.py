@@ -3,6 +3,9 @@ webapp.alerts.services."""
 
 from typing import Any
 
+from django.conf import settings
+
+from webapp.alerts import services
 from webapp.routing import NOTIFY_CHANGE_POINT, NOTIFY_COMPARISON, RESEND_LOST_ALERTS, SEND_ALERT
 from workers.celery_app import CONTROL_TIME_LIMIT, SOFT_MARGIN, app
 
@@ -12,16 +15,12 @@ _SOFT = CONTROL_TIME_LIMIT - SOFT_MARGIN
 
 @app.task(name=NOTIFY_COMPARISON, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
 def notify_comparison_task(comparison_id: int) -> int:
-    from webapp.alerts.services import notify_comparison
-
-    return len(notify_comparison(comparison_id))
+    return len(services.notify_comparison(comparison_id))
 
 
 @app.task(name=NOTIFY_CHANGE_POINT, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
 def notify_change_point_task(change_point_id: int) -> int:
-    from webapp.alerts.services import notify_change_point
-
-    return len(notify_change_point(change_point_id))
+    return len(services.notify_change_point(change_point_id))
 
 
 @app.task(name=SEND_ALERT, bind=True, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
@@ -30,10 +29,6 @@ def send_alert_task(self: Any, alert_id: int) -> str:
     retried with exponential backoff up to RCUBENCH_MAIL_MAX_RETRIES times, then recorded
     as failed. The row's state, not this task, guarantees at most one mail: a duplicate or
     redelivered message finds it sent, or in `sending` and records it as unknown."""
-    from django.conf import settings
-
-    from webapp.alerts import services
-
     try:
         return services.deliver(alert_id)
     except services.TransientMailError as exc:
@@ -49,6 +44,4 @@ def send_alert_task(self: Any, alert_id: int) -> str:
 
 @app.task(name=RESEND_LOST_ALERTS, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
 def resend_lost_alerts_task() -> int:
-    from webapp.alerts.services import resend_lost
-
-    return resend_lost()
+    return services.resend_lost()

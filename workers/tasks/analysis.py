@@ -1,5 +1,6 @@
 """Analysis-queue tasks: thin wrappers around the orchestrator's look."""
 
+from webapp.comparisons import orchestrator
 from webapp.routing import CONCLUDE_LOOK
 from workers.celery_app import ANALYSIS_TIME_LIMIT, SOFT_MARGIN, app
 
@@ -8,6 +9,4 @@ from workers.celery_app import ANALYSIS_TIME_LIMIT, SOFT_MARGIN, app
           soft_time_limit=ANALYSIS_TIME_LIMIT - SOFT_MARGIN)  # fmt: skip
 def conclude_look_task(comparison_id: int) -> None:
     """A comparison's look: verdicts stored, then more runs scheduled or the comparison ends."""
-    from webapp.comparisons.orchestrator import conclude_look
-
-    conclude_look(comparison_id)
+    orchestrator.conclude_look(comparison_id)

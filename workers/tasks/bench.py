@@ -1,6 +1,8 @@
 """Benchmark tasks: sent to the run's target queue (bench.<target>), thin wrappers. A lab
 run has a task of its own only for its longer time limit (waiting for a host, recovery)."""
 
+from webapp.comparisons import orchestrator, runs
+from webapp.comparisons.models import Run
 from webapp.routing import RUN_BENCHMARK, RUN_LAB_BENCHMARK
 from workers.celery_app import BENCH_TIME_LIMIT, LAB_TIME_LIMIT, SOFT_MARGIN, app
 
@@ -18,11 +20,9 @@ def run_lab_benchmark_task(run_id: int) -> None:
 
 
 def _run(run_id: int) -> None:
-    from webapp.comparisons.models import Run
-    from webapp.comparisons.orchestrator import advance
-    from webapp.comparisons.runs import execute_run
-
-    execute_run(run_id)
+    runs.execute_run(run_id)
     comparison_id = Run.objects.filter(pk=run_id).values_list("comparison_id", flat=True).first()
     if comparison_id is not None:
-        advance(comparison_id)  # replace it if it failed, or start the look if it was the last
+        orchestrator.advance(
+            comparison_id
+        )  # replace it if it failed, or start the look if it was the last
