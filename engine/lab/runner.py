@@ -29,7 +29,7 @@ import paramiko
 
 from engine.build.artifacts import file_sha256
 from engine.lab.ssh import Endpoint, SSHError, answers, check, connect, put, run
-from engine.run.console import CONSOLE_MAX_BYTES, POLL, ConsoleFile, RunOutcome, Watch
+from engine.run.console import CONSOLE_MAX_BYTES, POLL, BootWatch, ConsoleFile, RunOutcome
 from engine.run.outcomes import BOOT_FAILED, INFRA, OK, PANIC
 
 # Root's own directory on the host: not world-writable like /var/tmp.
@@ -221,7 +221,7 @@ def _watch(
 ) -> tuple[RunOutcome, str]:
     """The VM runner's watch (engine/vm/runner.py) where the machine's power state is only
     known from the console: its last words (restart, power down) end the run."""
-    watch = Watch(console, started)
+    watch = BootWatch(console, started)
     scan = console.scan
     try:
         while True:

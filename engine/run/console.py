@@ -215,7 +215,7 @@ class RunOutcome:
 
 
 @dataclass
-class Watch:
+class BootWatch:
     """What a runner's watch loop knows of one run: when it started, and when the console
     first showed init, the READY marker and a fatal message. Both runners end a run on the
     same console facts through it; only how the machine stops differs."""

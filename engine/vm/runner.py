@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import libvirt
 
-from engine.run.console import CONSOLE_MAX_BYTES, POLL, ConsoleFile, RunOutcome, Watch
+from engine.run.console import CONSOLE_MAX_BYTES, POLL, BootWatch, ConsoleFile, RunOutcome
 from engine.run.hostload import HostMonitor
 from engine.run.outcomes import BOOT_FAILED, INFRA, OK, PANIC
 from engine.vm.connection import LibvirtUnavailable, open_connection
@@ -82,7 +82,7 @@ def _watch(
     on_poll: Callable[[], None] | None,
     sample_host: Callable[[], None],
 ) -> RunOutcome:
-    watch = Watch(console, started)
+    watch = BootWatch(console, started)
     scan = console.scan
     while True:
         time.sleep(POLL)
