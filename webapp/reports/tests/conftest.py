@@ -1,7 +1,13 @@
 """Comparisons in the shapes the report must show: done with verdicts, failed at the build,
 still running, and a bpf-slab sweep."""
 
+from datetime import timedelta
+
 import pytest
+from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from benchmarks.registry import BENCHMARKS
 from tests.support.factories import (
@@ -13,7 +19,9 @@ from tests.support.factories import (
     RevisionFactory,
     RunFactory,
     TargetFactory,
+    TreeFactory,
 )
+from webapp.comparisons.models import Comparison
 
 # (metric, statistic, is_primary, verdict) in the order the report must list them: primary
 # metrics first, then the engine's SEVERITY order (regression, inconclusive,
@@ -151,3 +159,39 @@ def slab_comparison(db):
                                               metric=f"slab_kb_{stat}_d{d}", unit="kB",
                                               samples=[value])  # fmt: skip
     return c
+
+
+# --- helpers the page tests share ---------------------------------------------------
+
+
+def timed_run(c, side, index, seconds, result="ok", **kw):
+    """A finished run that took `seconds` from start to end."""
+    end = timezone.now()
+    return RunFactory.create(
+        comparison=c, side=side, index=index, order=index * 2 + (side == "B"), state="done",
+        result=result, error_code="" if result == "ok" else "panic",
+        started_at=end - timedelta(seconds=seconds), finished_at=end, **kw,
+    )  # fmt: skip
+
+
+def running_run(c, side, index):
+    return RunFactory.create(comparison=c, side=side, index=index,
+                             order=index * 2 + (side == "B"), state="running",
+                             started_at=timezone.now())  # fmt: skip
+
+
+def restricted_comparison(**kw):
+    tree = TreeFactory.create(name="security", public=False)
+    return ComparisonFactory.create(
+        revision_a=RevisionFactory.create(tree=tree), revision_b=RevisionFactory.create(tree=tree),
+        visibility=Comparison.Visibility.RESTRICTED, **kw,
+    )  # fmt: skip
+
+
+def query_count(client, url, **params):
+    """The queries of one request, the list's filter choices not yet kept (the most)."""
+    cache.clear()
+    with CaptureQueriesContext(connection) as q:
+        response = client.get(url, params)
+    assert response.status_code == 200
+    return len(q.captured_queries)

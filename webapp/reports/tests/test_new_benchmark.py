@@ -163,7 +163,7 @@ def test_the_report_names_no_benchmark():
     root = Path(__file__).resolve().parents[1]
     sources = [p for p in root.rglob("*") if p.suffix in (".py", ".html")
                and "tests" not in p.relative_to(root).parts]  # fmt: skip
-    assert {p.name for p in sources} >= {"services.py", "figures.py", "comparison.html"}
+    assert {p.name for p in sources} >= {"pages.py", "sections.py", "figures.py", "comparison.html"}
     for path in sources:
         text = path.read_text()
         for name in registry.BENCHMARKS:

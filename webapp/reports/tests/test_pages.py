@@ -1,14 +1,11 @@
 """The live pages through Django's test client: the list's filters and polled rows, the
 comparison page's live part and cancel button, the run page, the ETA, and query counts that
-do not grow with the rows."""
+do not grow with the rows (the list page: test_listing.py)."""
 
 import re
 from datetime import timedelta
 
 import pytest
-from django.core.cache import cache
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -26,36 +23,13 @@ from tests.support.factories import (
 )
 from webapp.comparisons.models import Comparison
 from webapp.comparisons.progress import progress, progress_many
-from webapp.reports import listing, pages
+from webapp.reports import pages
+from webapp.reports.tests.conftest import query_count, restricted_comparison, running_run, timed_run
 from webapp.trees.models import TreeMembership
 
 pytestmark = pytest.mark.django_db
 
 LIST = reverse("reports:comparison-list")
-
-
-def _timed_run(c, side, index, seconds, result="ok", **kw):
-    """A finished run that took `seconds` from start to end."""
-    end = timezone.now()
-    return RunFactory.create(
-        comparison=c, side=side, index=index, order=index * 2 + (side == "B"), state="done",
-        result=result, error_code="" if result == "ok" else "panic",
-        started_at=end - timedelta(seconds=seconds), finished_at=end, **kw,
-    )  # fmt: skip
-
-
-def _running(c, side, index):
-    return RunFactory.create(comparison=c, side=side, index=index,
-                             order=index * 2 + (side == "B"), state="running",
-                             started_at=timezone.now())  # fmt: skip
-
-
-def _restricted(**kw):
-    tree = TreeFactory.create(name="security", public=False)
-    return ComparisonFactory.create(
-        revision_a=RevisionFactory.create(tree=tree), revision_b=RevisionFactory.create(tree=tree),
-        visibility=Comparison.Visibility.RESTRICTED, **kw,
-    )  # fmt: skip
 
 
 # --- ETA ------------------------------------------------------------------------------
@@ -64,10 +38,10 @@ def _restricted(**kw):
 def test_eta_is_the_median_run_times_the_runs_left_over_the_runs_going_at_once():
     c = ComparisonFactory.create(state="running", min_runs=24, scheduled_per_side=24)
     for i, seconds in enumerate([60, 60, 120, 60]):
-        _timed_run(c, "AB"[i % 2], i, seconds)
-    _timed_run(c, "A", 10, 30, result="failed")  # a panic is a run's duration too
-    _running(c, "A", 11)
-    _running(c, "B", 11)
+        timed_run(c, "AB"[i % 2], i, seconds)
+    timed_run(c, "A", 10, 30, result="failed")  # a panic is a run's duration too
+    running_run(c, "A", 11)
+    running_run(c, "B", 11)
     p = progress(c)
     assert (p.done, p.total, p.failed, p.running) == (4, 48, 1, 2)
     # median of 60, 60, 120, 60, 30 = 60 s; 44 runs left, 2 at once
@@ -84,7 +58,7 @@ def test_eta_falls_back_on_the_targets_recent_runs_then_unknown():
     assert progress(fresh).eta_seconds is None
     older = ComparisonFactory.create(state="done", result="ok", target=target)
     for i in range(3):
-        _timed_run(older, "A", i, 100)
+        timed_run(older, "A", i, 100)
     # the host's endings (lost, cancelled) say nothing of a run's duration
     end = timezone.now()
     RunFactory.create(comparison=older, side="B", index=0, order=50, state="done",
@@ -109,192 +83,11 @@ def test_progress_many_reads_a_page_in_two_queries(django_assert_max_num_queries
     cs = []
     for _ in range(6):
         c = ComparisonFactory.create(state="running", scheduled_per_side=24)
-        _running(c, "A", 0)
+        running_run(c, "A", 0)
         cs.append(c)
     with django_assert_max_num_queries(2):
         result = progress_many(cs)
     assert {p.running for p in result.values()} == {1}
-
-
-# --- list -----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def assorted():
-    """Comparisons that differ in tree, submitter, state, verdict and benchmark."""
-    alice = UserFactory.create(username="alice")
-    bob = UserFactory.create(username="bob")
-    rcu = TreeFactory.create(name="rcu")
-    net = TreeFactory.create(name="net")
-
-    def make(tree, **kw):
-        return ComparisonFactory.create(
-            revision_a=RevisionFactory.create(tree=tree),
-            revision_b=RevisionFactory.create(tree=tree), **kw,
-        )  # fmt: skip
-
-    return {
-        "rcu-alice-done": make(rcu, submitted_by=alice, state="done", result="ok",
-                               verdict="regression"),
-        "rcu-bob-running": make(rcu, submitted_by=bob, state="running",
-                                benchmarks=["boot-time"]),
-        "net-alice-done": make(net, submitted_by=alice, state="done", result="ok",
-                               verdict="no-meaningful-change",
-                               benchmarks=["sync-rcu-latency", "boot-time"]),
-        "net-cli-building": make(net, state="building"),
-    }  # fmt: skip
-
-
-def _listed(client, **params):
-    response = client.get(LIST, params)
-    assert response.status_code == 200
-    return response, {c.pk for c in response.context["page"].object_list}
-
-
-@pytest.mark.parametrize(
-    ("params", "expected"),
-    [
-        ({}, {"rcu-alice-done", "rcu-bob-running", "net-alice-done", "net-cli-building"}),
-        ({"tree": "rcu"}, {"rcu-alice-done", "rcu-bob-running"}),
-        ({"submitter": "alice"}, {"rcu-alice-done", "net-alice-done"}),
-        ({"state": "running"}, {"rcu-bob-running"}),
-        ({"verdict": "regression"}, {"rcu-alice-done"}),
-        ({"benchmark": "boot-time"}, {"rcu-bob-running", "net-alice-done"}),
-        ({"tree": "net", "submitter": "alice", "benchmark": "boot-time"}, {"net-alice-done"}),
-        ({"tree": "net", "state": "running"}, set()),
-    ],
-)
-def test_the_list_filters_by_tree_submitter_state_verdict_and_benchmark(
-    client, assorted, params, expected
-):
-    response, shown = _listed(client, **params)
-    assert shown == {assorted[k].pk for k in expected}
-    html = response.content.decode()
-    assert '<form method="get" class="filters" id="filters">' in html
-    for name, value in params.items():  # the form keeps what was chosen
-        assert re.search(rf'<option value="{value}" selected>', html), name
-    if not expected:
-        assert "No comparison matches these filters." in html
-
-
-def test_an_unknown_filter_value_is_an_error_beside_its_field_not_every_row(client, assorted):
-    response, shown = _listed(client, tree="no-such-tree")
-    assert shown == set()
-    assert response.context["list"].form.errors["tree"]
-    assert 'class="errorlist"' in response.content.decode()
-
-
-def test_the_filter_choices_leak_no_private_tree_or_its_members(client, assorted):
-    secret = _restricted(submitted_by=UserFactory.create(username="embargo-dev"))
-    html = client.get(LIST).content.decode()
-    assert 'value="rcu"' in html
-    assert 'value="security"' not in html
-    assert 'value="embargo-dev"' not in html
-    _, shown = _listed(client, tree="security")  # not a choice for them: nothing shown
-    assert shown == set()
-    client.force_login(MembershipFactory.create(tree=secret.revision_a.tree).user)
-    html = client.get(LIST).content.decode()
-    assert 'value="security"' in html
-    assert 'value="embargo-dev"' in html
-    _, shown = _listed(client, tree="security")
-    assert shown == {secret.pk}
-
-
-def test_pages_keep_the_filters(client):
-    tree = TreeFactory.create(name="rcu")
-    for _ in range(listing.LIST_PAGE_SIZE + 2):
-        ComparisonFactory.create(revision_a=RevisionFactory.create(tree=tree),
-                                 revision_b=RevisionFactory.create(tree=tree))  # fmt: skip
-    ComparisonFactory.create()  # another tree's
-    html = client.get(LIST, {"tree": "rcu"}).content.decode()
-    assert "page 1 of 2 (52 comparisons)" in html
-    assert 'href="?tree=rcu&amp;page=2" rel="next"' in html
-    _, shown = _listed(client, tree="rcu", page="2")
-    assert len(shown) == 2
-
-
-def test_unfinished_rows_poll_their_progress_and_finished_ones_do_not(client, assorted):
-    running = assorted["rcu-bob-running"]
-    running.scheduled_per_side = 24
-    running.save()
-    for i, seconds in enumerate([50, 70, 60]):
-        _timed_run(running, "AB"[i % 2], i, seconds, benchmark="boot-time")
-    html = client.get(LIST).content.decode()
-    rows = dict(re.findall(r'<tr id="comparison-(\d+)" data-state="\w+"([^>]*)>', html))
-    row_url = reverse("reports:comparison-row", args=[running.pk])
-    assert rows[str(running.pk)] == (
-        f' hx-get="{row_url}" hx-trigger="every 5s" hx-swap="outerHTML"'
-    )
-    assert rows[str(assorted["net-cli-building"].pk)].startswith(" hx-get=")
-    assert rows[str(assorted["rcu-alice-done"].pk)] == ""
-    assert rows[str(assorted["net-alice-done"].pk)] == ""
-    # htmx is served by the app: no CDN
-    assert '<script src="/static/django_htmx/htmx-2.min.js" defer></script>' in html
-    assert "cdn" not in html.lower()
-
-    row = client.get(row_url)
-    assert row.status_code == 200
-    text = row.content.decode()
-    assert text.lstrip().startswith(f'<tr id="comparison-{running.pk}"')
-    assert 'data-done="3" data-total="48"' in text
-    assert 'ETA <span class="eta" title="this comparison&#x27;s runs">~45 min</span>' in text
-    assert "hx-trigger" in text
-    # once it is done, the row it returns polls no more
-    Comparison.objects.filter(pk=running.pk).update(state="done", result="ok",
-                                                     verdict="improvement")  # fmt: skip
-    text = client.get(row_url).content.decode()
-    assert "hx-trigger" not in text
-    assert '<span class="badge v-improvement">improvement</span>' in text
-
-
-def test_a_row_is_rendered_again_whenever_a_value_it_shows_changes(client, assorted, monkeypatch):
-    """listing.row_html keeps rendered rows in memory, keyed by what they show: a repeat is
-    served from memory, and a change of any value shown (a run ending, a renamed tree, a
-    verdict) renders it again, so the memo is never stale."""
-    rendered = []
-    real = listing._render_row
-
-    def counting(c, p):
-        rendered.append(c.pk)
-        return real(c, p)
-
-    monkeypatch.setattr(listing, "_render_row", counting)
-    monkeypatch.setattr(listing, "_row_memo", type(listing._row_memo)())
-    running = assorted["rcu-bob-running"]
-    client.get(LIST)
-    first = len(rendered)
-    assert first == len(assorted)
-    client.get(LIST)
-    assert len(rendered) == first  # nothing changed: every row from memory
-    _timed_run(running, "A", 0, 60, benchmark="boot-time")
-    text = client.get(LIST).content.decode()
-    again = set(rendered[first:])
-    assert running.pk in again  # its progress moved...
-    building = assorted["net-cli-building"].pk  # ...and so did this one's ETA (the target's
-    assert again == {running.pk, building}  # recent runs); the done rows did not change
-    assert f'id="comparison-{running.pk}"' in text
-    running.revision_a.tree.__class__.objects.filter(pk=running.revision_a.tree_id).update(
-        name="rcu-renamed"
-    )
-    text = client.get(LIST).content.decode()
-    assert "rcu-renamed:" in text
-    assert "rcu:" not in text
-    done = assorted["rcu-alice-done"]
-    Comparison.objects.filter(pk=done.pk).update(verdict="improvement")
-    text = client.get(LIST).content.decode()
-    row = re.search(rf'<tr id="comparison-{done.pk}".*?</tr>', text, re.S)
-    assert row is not None
-    assert "v-improvement" in row.group(0)
-
-
-def test_a_restricted_row_is_404_to_outsiders(client):
-    c = _restricted(state="running")
-    url = reverse("reports:comparison-row", args=[c.pk])
-    assert client.get(url).status_code == 404
-    client.force_login(UserFactory.create(username="outsider"))
-    assert client.get(url).status_code == 404
-    client.force_login(MembershipFactory.create(tree=c.revision_a.tree).user)
-    assert client.get(url).status_code == 200
 
 
 # --- comparison page: live part, cancel -------------------------------------------------
@@ -340,7 +133,7 @@ def watched():
         state="running", submitted_by=sub, visibility=Comparison.Visibility.RESTRICTED,
         scheduled_per_side=24,
     )  # fmt: skip
-    _running(c, "A", 0)
+    running_run(c, "A", 0)
     RunFactory.create(comparison=c, side="B", index=0, order=1)  # queued
     admin = MembershipFactory.create(tree=tree, role=TreeMembership.Role.ADMIN).user
     member = MembershipFactory.create(tree=tree).user
@@ -506,7 +299,7 @@ def test_the_run_page_links_retries_both_ways(client):
 
 
 def test_runs_of_restricted_comparisons_are_404_to_outsiders(client):
-    c = _restricted()
+    c = restricted_comparison()
     run = RunFactory.create(comparison=c)
     url = reverse("reports:run", args=[run.pk])
     assert client.get(url).status_code == 404
@@ -517,66 +310,6 @@ def test_runs_of_restricted_comparisons_are_404_to_outsiders(client):
     assert client.get(reverse("reports:run", args=[987654])).status_code == 404
 
 
-# --- query counts ---------------------------------------------------------------------
-
-
-def _count(client, url, **params):
-    """The queries of one request, the list's filter choices not yet kept (the most)."""
-    cache.clear()
-    with CaptureQueriesContext(connection) as q:
-        response = client.get(url, params)
-    assert response.status_code == 200
-    return len(q.captured_queries)
-
-
-def _populate(n, target):
-    """n comparisons on one tree: one in three running (a run going, two done)."""
-    tree = TreeFactory.create(name="rcu")
-    user = UserFactory.create(username="alice")
-    for i in range(n):
-        running = i % 3 == 0
-        c = ComparisonFactory.create(
-            revision_a=RevisionFactory.create(tree=tree),
-            revision_b=RevisionFactory.create(tree=tree), target=target, submitted_by=user,
-            scheduled_per_side=24,
-            state="running" if running else "done", result="" if running else "ok",
-            verdict="" if running else "improvement",
-        )  # fmt: skip
-        c.build_a = BuildFactory.create(revision=c.revision_a, state="done", result="ok")
-        c.build_b = BuildFactory.create(revision=c.revision_b, state="running")
-        c.save()
-        if running:
-            _timed_run(c, "A", 0, 60)
-            _timed_run(c, "B", 0, 60)
-            _running(c, "A", 1)
-
-
-@pytest.mark.parametrize("logged_in", [False, True])
-def test_the_list_page_reads_a_constant_number_of_queries(
-    client, django_assert_max_num_queries, logged_in
-):
-    target = TargetFactory.create()
-    if logged_in:
-        client.force_login(UserFactory.create(username="reader"))
-    _populate(5, target)
-    few = _count(client, LIST)
-    filtered_few = _count(client, LIST, tree="rcu", submitter="alice", state="running",
-                          benchmark="sync-rcu-latency")  # fmt: skip
-    _populate(45, target)
-    many = _count(client, LIST)
-    filtered_many = _count(client, LIST, tree="rcu", submitter="alice", state="running",
-                           benchmark="sync-rcu-latency")  # fmt: skip
-    assert many == few
-    assert filtered_many == filtered_few
-    with django_assert_max_num_queries(10):
-        client.get(LIST, {"tree": "rcu", "submitter": "alice"})
-    # one row (the polled partial)
-    c = Comparison.objects.filter(state="running").first()
-    assert c is not None
-    with django_assert_max_num_queries(5):
-        client.get(reverse("reports:comparison-row", args=[c.pk]))
-
-
 def _report_with(runs_per_side, samples):
     c = ComparisonFactory.create(state="done", result="ok", verdict="regression")
     c.build_a = BuildFactory.create(revision=c.revision_a, state="done", result="ok")
@@ -584,7 +317,7 @@ def _report_with(runs_per_side, samples):
     c.save()
     for i in range(runs_per_side):
         for side in "AB":
-            run = _timed_run(c, side, i, 60)
+            run = timed_run(c, side, i, 60)
             MeasurementFactory.create(run=run, samples=[6.0 + k / samples for k in range(samples)])
             MeasurementFactory.create(run=run, metric="gps", unit="count", samples=[100.0 + i])
     for stat in ("p50", "p90", "mean"):
@@ -597,30 +330,18 @@ def test_the_report_and_run_pages_read_a_constant_number_of_queries(
 ):
     small, big = _report_with(3, 10), _report_with(30, 100)
     page = lambda c: reverse("reports:comparison", args=[c.pk])  # noqa: E731
-    assert _count(client, page(small)) == _count(client, page(big))
+    assert query_count(client, page(small)) == query_count(client, page(big))
     with django_assert_max_num_queries(16):
         client.get(page(big))
     # running: the live part too
     Comparison.objects.filter(pk__in=[small.pk, big.pk]).update(state="running", result="",
                                                                   verdict="")  # fmt: skip
-    assert _count(client, page(small)) == _count(client, page(big))
+    assert query_count(client, page(small)) == query_count(client, page(big))
     live = lambda c: reverse("reports:comparison-live", args=[c.pk])  # noqa: E731
-    assert _count(client, live(small)) == _count(client, live(big))
+    assert query_count(client, live(small)) == query_count(client, live(big))
     with django_assert_max_num_queries(6):
         client.get(live(big))
     run_page = lambda c: reverse("reports:run", args=[c.runs.first().pk])  # noqa: E731
-    assert _count(client, run_page(small)) == _count(client, run_page(big))
+    assert query_count(client, run_page(small)) == query_count(client, run_page(big))
     with django_assert_max_num_queries(3):
         client.get(run_page(big))
-
-
-def test_the_filter_choices_are_read_once_per_viewer_then_kept(client, assorted):
-    def choice_queries():
-        with CaptureQueriesContext(connection) as q:
-            assert client.get(LIST).status_code == 200
-        return [s["sql"] for s in q.captured_queries if '"submitted_by_id" IS NOT NULL' in s["sql"]]
-
-    assert len(choice_queries()) == 1
-    assert choice_queries() == []  # kept for anonymous viewers
-    client.force_login(UserFactory.create(username="reader"))
-    assert len(choice_queries()) == 1  # a member's choices are their own
