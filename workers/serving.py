@@ -24,12 +24,15 @@ import threading
 from typing import Any
 
 from celery import bootsteps
-from celery.utils.log import get_logger
+from django.conf import settings
+from django.db import close_old_connections, connection
+
+from webapp import logs
 
 BENCH_QUEUE_PREFIX = "bench."
 APPLY_INTERVAL = 1.0  # how often the event loop applies what the thread last read
 
-logger = get_logger(__name__)
+log = logs.get(__name__)
 
 
 def bench_queues(queue_names: Any) -> set[str]:
@@ -50,8 +53,6 @@ class ServeTargets(bootsteps.StartStopStep):
 
     def __init__(self, c: Any, **kwargs: Any) -> None:
         super().__init__(c, **kwargs)
-        from django.conf import settings
-
         start = bench_queues(c.app.amqp.queues.consume_from)
         self.enabled = bool(start)
         self.patterns = serve_patterns(settings.RCUBENCH_SERVE, start)
@@ -66,7 +67,7 @@ class ServeTargets(bootsteps.StartStopStep):
     def start(self, c: Any) -> None:
         self.hostname = c.hostname
         if self.thread is None:  # the first start (the consumer restarts on a lost broker)
-            logger.info("serving targets matching %s", ",".join(self.patterns) or "(nothing)")
+            log.info("serving targets", patterns=self.patterns, worker=self.hostname)
             self.poll()  # before the worker is ready: it starts on the right queues
             self.thread = threading.Thread(target=self.run, name="serve-targets", daemon=True)
             self.thread.start()
@@ -84,14 +85,14 @@ class ServeTargets(bootsteps.StartStopStep):
         if self.thread is not None:
             self.thread.join(timeout=10)
         try:
-            from django.db import connection
-
+            # Imported here: this module loads with the worker's app, before django.setup(),
+            # and the serving records are models.
             from webapp.comparisons.serving import forget_worker
 
             forget_worker(self.hostname)
             connection.close()
         except Exception:
-            logger.exception("could not delete this worker's served queues")
+            log.exception("served queues not deleted", worker=self.hostname)
 
     def run(self) -> None:
         while not self.stopping.wait(self.interval):
@@ -100,8 +101,7 @@ class ServeTargets(bootsteps.StartStopStep):
     def poll(self) -> None:
         """Read the targets served and record them (the database work, off the event loop);
         on a database error keep the queues as they are."""
-        from django.db import close_old_connections, connection
-
+        # Imported here: this module loads with the worker's app, before django.setup().
         from webapp.comparisons.serving import record_served, target_queues
 
         try:
@@ -109,7 +109,7 @@ class ServeTargets(bootsteps.StartStopStep):
             wanted = set(target_queues(self.patterns))
             record_served(self.hostname, wanted)
         except Exception:
-            logger.exception("could not read the targets served; queues unchanged")
+            log.exception("targets served not read: queues unchanged", worker=self.hostname)
             return
         finally:
             connection.close()  # no connection held between polls (nor inherited by a fork)
