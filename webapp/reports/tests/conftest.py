@@ -14,12 +14,14 @@ from tests.support.factories import (
     BuildFactory,
     ComparisonFactory,
     MeasurementFactory,
+    MembershipFactory,
     MetricVerdictFactory,
     PatchSeriesFactory,
     RevisionFactory,
     RunFactory,
     TargetFactory,
     TreeFactory,
+    UserFactory,
 )
 from webapp.comparisons.models import Comparison
 
@@ -195,3 +197,13 @@ def query_count(client, url, **params):
         response = client.get(url, params)
     assert response.status_code == 200
     return len(q.captured_queries)
+
+
+def assert_only_members_see(client, c, url):
+    """`url` of a restricted comparison `c` is 404 to anonymous users and outsiders, 200 to a
+    member of its tree."""
+    assert client.get(url).status_code == 404
+    client.force_login(UserFactory.create(username="outsider"))
+    assert client.get(url).status_code == 404
+    client.force_login(MembershipFactory.create(tree=c.revision_a.tree).user)
+    assert client.get(url).status_code == 200

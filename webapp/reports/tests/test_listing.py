@@ -20,7 +20,13 @@ from tests.support.factories import (
 )
 from webapp.comparisons.models import Comparison
 from webapp.reports import listing
-from webapp.reports.tests.conftest import query_count, restricted_comparison, running_run, timed_run
+from webapp.reports.tests.conftest import (
+    assert_only_members_see,
+    query_count,
+    restricted_comparison,
+    running_run,
+    timed_run,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -202,11 +208,7 @@ def test_a_row_is_rendered_again_whenever_a_value_it_shows_changes(client, assor
 def test_a_restricted_row_is_404_to_outsiders(client):
     c = restricted_comparison(state="running")
     url = reverse("reports:comparison-row", args=[c.pk])
-    assert client.get(url).status_code == 404
-    client.force_login(UserFactory.create(username="outsider"))
-    assert client.get(url).status_code == 404
-    client.force_login(MembershipFactory.create(tree=c.revision_a.tree).user)
-    assert client.get(url).status_code == 200
+    assert_only_members_see(client, c, url)
 
 
 # --- query counts ---------------------------------------------------------------------

@@ -24,7 +24,13 @@ from tests.support.factories import (
 from webapp.comparisons.models import Comparison
 from webapp.comparisons.progress import progress, progress_many
 from webapp.reports import pages
-from webapp.reports.tests.conftest import query_count, restricted_comparison, running_run, timed_run
+from webapp.reports.tests.conftest import (
+    assert_only_members_see,
+    query_count,
+    restricted_comparison,
+    running_run,
+    timed_run,
+)
 from webapp.trees.models import TreeMembership
 
 pytestmark = pytest.mark.django_db
@@ -302,11 +308,7 @@ def test_runs_of_restricted_comparisons_are_404_to_outsiders(client):
     c = restricted_comparison()
     run = RunFactory.create(comparison=c)
     url = reverse("reports:run", args=[run.pk])
-    assert client.get(url).status_code == 404
-    client.force_login(UserFactory.create(username="outsider"))
-    assert client.get(url).status_code == 404
-    client.force_login(MembershipFactory.create(tree=c.revision_a.tree).user)
-    assert client.get(url).status_code == 200
+    assert_only_members_see(client, c, url)
     assert client.get(reverse("reports:run", args=[987654])).status_code == 404
 
 
