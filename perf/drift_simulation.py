@@ -12,7 +12,7 @@ not assumed. Targets (issue 17's acceptance):
   - anchor-drift: five +0.8% steps (heads 10, 20, 30, 40, 50; each below the 2% practical
     threshold, +4.06% in all) are caught by the anchor comparison: the anchor (before the
     steps) against the head after them, run through the project's statistics engine
-    (stats.verdicts.analyse via stats_simulation.run_sequential: the policy's
+    (stats.battery.analyse via stats_simulation.run_sequential: the policy's
     runs, 24..96 per side, looks every 24, one primary metric) with synthetic runs;
     P(verdict == regression) >= 90%;
   - anchor-aa: the anchor comparison without drift: P(regression) <= 5% (the spec's

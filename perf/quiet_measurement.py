@@ -29,8 +29,8 @@ other work used during a boot ("busy", from the runner's host monitor: near 0 on
 host), median boot wall time (host clock, domain defined to destroyed), median grace
 periods per boot, median of the per-run mean and p90 (ms), the run-to-run CV (SD of the
 logs of the per-run values, %) of the per-run mean, p90 and p50 of writer_duration (as
-stats.verdicts.run_values computes them), and the engine's smallest detectable
-shift (methods.smallest_detectable_shift, 80% power, at the last look's boundary
+stats.inputs.run_values computes them), and the engine's smallest detectable
+shift (sequential.smallest_detectable_shift, 80% power, at the last look's boundary
 Design().alpha_at(last look)) at 24 and 96 runs per side. Then CV ratios against `default`
 and a PASS/FAIL line per configuration for the target: SDS of the mean and of the p90
 <= 1% at 96 runs per side. An SD estimated from n boots is itself uncertain by about
@@ -69,8 +69,9 @@ from engine.vm.domain import VMSpec
 from engine.vm.runner import new_domain_name, run_vm
 from perf._kernels import DATA, initramfs, kernel
 from perf.vm_overhead import URI
-from stats import methods
-from stats.verdicts import Design, RunSamples, run_values
+from stats import sequential
+from stats.design import Design
+from stats.inputs import RunSamples, run_values
 
 ARCH = "x86_64"
 BENCH = get("sync-rcu-latency")
@@ -318,7 +319,7 @@ class Summary:
 
     def sds(self, statistic: str, n: int, alpha: float) -> float | None:
         cv = self.cv[statistic]
-        return None if cv is None else methods.smallest_detectable_shift(cv, n, n, alpha=alpha)
+        return None if cv is None else sequential.smallest_detectable_shift(cv, n, n, alpha=alpha)
 
 
 def summarise(cfg: Config, boots: Sequence[Boot]) -> Summary:

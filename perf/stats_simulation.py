@@ -1,6 +1,6 @@
 """Seeded simulations of the statistics engine against every target of STATS.md's Spec (v2).
 
-Through the engine's own functions: stats.verdicts.analyse for the whole sequential
+Through the engine's own functions: stats.battery.analyse for the whole sequential
 procedure (looks at 24/48/72/96, more runs while it asks for them) and the 20-metric family,
 engine.failure_result for failure rates, engine.non_finite for NaN/inf; the stats functions
 it calls for fixed-N rates; stats.modality for the multimodality warning (imported
@@ -49,8 +49,11 @@ from scipy import stats as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stats import defaults, methods
+from stats import defaults, methods, tails
 from stats import verdicts as E
+from stats.battery import analyse
+from stats.design import Design
+from stats.inputs import BenchmarkFailures, MetricInput, RunSamples
 
 SEED = 20261121
 PERM = 999  # permutations per test at fixed N
@@ -110,37 +113,37 @@ def sparse(rng: np.random.Generator, runs: int, share: float) -> list[np.ndarray
 # -- engine inputs -------------------------------------------------------------------------
 
 
-def _design(seed: int, n_perm: int = PERM) -> E.Design:
-    return E.Design(seed=seed, n_perm=n_perm, n_boot=N_BOOT, n_perm_shape=PERM_SHAPE)
+def _design(seed: int, n_perm: int = PERM) -> Design:
+    return Design(seed=seed, n_perm=n_perm, n_boot=N_BOOT, n_perm_shape=PERM_SHAPE)
 
 
-def _runs(values: Runs, first: int) -> list[E.RunSamples]:
+def _runs(values: Runs, first: int) -> list[RunSamples]:
     """Every other slot of the run order from `first`: A and B interleaved."""
-    return [E.RunSamples(first + 2 * k, tuple(np.atleast_1d(v).astype(float).tolist()))
+    return [RunSamples(first + 2 * k, tuple(np.atleast_1d(v).astype(float).tolist()))
             for k, v in enumerate(values)]  # fmt: skip
 
 
 def _metric(
     a: Runs, b: Runs, name: str = "m", *,
     benchmark: str = "sim", primary: bool = True, samples: bool = False,
-) -> E.MetricInput:  # fmt: skip
+) -> MetricInput:  # fmt: skip
     """One value per run (samples=False) or a latency's samples per run."""
-    return E.MetricInput(
+    return MetricInput(
         benchmark=benchmark, name=name, unit="ms", per_run_samples=samples,
         lower_is_better=True, primary=primary, runs_a=_runs(a, 0), runs_b=_runs(b, 1),
     )  # fmt: skip
 
 
 def run_sequential(
-    metrics_at: Callable[[int], list[E.MetricInput]], design: E.Design
+    metrics_at: Callable[[int], list[MetricInput]], design: Design
 ) -> tuple[E.Analysis, E.Analysis]:
     """The whole procedure: analyse at min_runs, add the runs the engine asks for while it
     asks (up to max_runs). Returns the first look's analysis and the final one."""
     n = design.min_runs
-    first = last = E.analyse(metrics_at(n), design)
+    first = last = analyse(metrics_at(n), design)
     while last.need_more_runs:
         n += last.need_more_runs
-        last = E.analyse(metrics_at(n), design)
+        last = analyse(metrics_at(n), design)
     return first, last
 
 
@@ -192,7 +195,7 @@ def nested_aa(run_sd: float) -> Sim:
         ra, rb = nested(rng, 24, 100, run_sd), nested(rng, 24, 100, run_sd)
         p50 = bm_rejects(np.array([np.median(r) for r in ra]),
                          np.array([np.median(r) for r in rb]), rng)  # fmt: skip
-        p99 = methods.tail_test(ra, rb, n_perm=PERM, n_boot=N_BOOT, rng=rng).p_value <= 0.05
+        p99 = tails.tail_test(ra, rb, n_perm=PERM, n_boot=N_BOOT, rng=rng).p_value <= 0.05
         pooled = st.mannwhitneyu(np.concatenate(ra), np.concatenate(rb)).pvalue <= 0.05
         return [p50, float(p99), float(pooled)]
 
@@ -202,7 +205,7 @@ def nested_aa(run_sd: float) -> Sim:
 def tail_only(name: str, i: int) -> list[float]:
     rng = _rng(name, i)
     ra, rb = nested(rng, 24, 100, 0.02), nested(rng, 24, 100, 0.02, tail=1.3)
-    p99 = methods.tail_test(ra, rb, n_perm=PERM, n_boot=N_BOOT, rng=rng).p_value <= 0.05
+    p99 = tails.tail_test(ra, rb, n_perm=PERM, n_boot=N_BOOT, rng=rng).p_value <= 0.05
     p50 = bm_rejects(np.array([np.median(r) for r in ra]),
                      np.array([np.median(r) for r in rb]), rng)  # fmt: skip
     return [float(p99), p50]
@@ -233,7 +236,7 @@ def twenty_metrics(benchmarks: int) -> Sim:
         data = [(lognormal(rng, design.max_runs), lognormal(rng, design.max_runs))
                 for _ in range(20)]  # fmt: skip
 
-        def metrics(n: int) -> list[E.MetricInput]:
+        def metrics(n: int) -> list[MetricInput]:
             return [_metric(a[:n], b[:n], f"m{k}", benchmark=f"b{k % benchmarks}",
                             primary=k < benchmarks) for k, (a, b) in enumerate(data)]  # fmt: skip
 
@@ -258,7 +261,7 @@ def _counts(attempts: int, failed: int) -> methods.FailureCounts:
     return methods.FailureCounts(attempts - failed, (("panic", failed),) if failed else ())
 
 
-LOOKS = E.Design().looks  # the default design's looks: 24, 48, 72, 96 runs per side
+LOOKS = Design().looks  # the default design's looks: 24, 48, 72, 96 runs per side
 
 
 @functools.cache
@@ -266,7 +269,7 @@ def reliability_flagged(look: int, failed_a: int, failed_b: int) -> bool:
     """engine.failure_result's verdict at `look` of the default design, with LOOKS[look - 1]
     attempts per side (pure: cached per process, as tables repeat)."""
     n = LOOKS[look - 1]
-    f = E.BenchmarkFailures("sim", _counts(n, failed_a), _counts(n, failed_b))
+    f = BenchmarkFailures("sim", _counts(n, failed_a), _counts(n, failed_b))
     return E.failure_result(f, look, len(LOOKS)).verdict == E.RELIABILITY
 
 
@@ -489,18 +492,18 @@ def separation_unequal() -> tuple[bool, str]:
 
 
 def failures_flagged() -> tuple[bool, str]:
-    f = E.BenchmarkFailures("sim", methods.FailureCounts(ok=24),
-                            methods.FailureCounts(ok=18, failures=(("panic", 6),)))  # fmt: skip
+    f = BenchmarkFailures("sim", methods.FailureCounts(ok=24),
+                          methods.FailureCounts(ok=18, failures=(("panic", 6),)))  # fmt: skip
     r = E.failure_result(f, 1, len(LOOKS))  # the first look, as conclude() calls it
     return r.verdict == E.RELIABILITY, (f"failure rates 0/24 vs 6/24 (panic) at the first look: "
                                         f"verdict {r.verdict}, p {r.p_value:.3g}; target "
                                         f"{E.RELIABILITY}")  # fmt: skip
 
 
-def _non_finite(metric: E.MetricInput) -> str:
+def _non_finite(metric: MetricInput) -> str:
     """What NaN/inf the engine's analysis of one metric at 24 runs holds, or why it failed."""
     try:
-        found = E.non_finite(E.analyse([metric], _design(0)).results)
+        found = E.non_finite(analyse([metric], _design(0)).results)
     except (ValueError, ArithmeticError) as e:  # UnreportableResult: a NaN refused
         return f"{type(e).__name__}: {e}"
     return ", ".join(found[:3]) + (f" (+{len(found) - 3})" if len(found) > 3 else "")
@@ -546,17 +549,17 @@ def deterministic(names: Sequence[str]) -> list[str]:
 def battery_time() -> float:
     rng = np.random.default_rng(SEED)
 
-    def runs(first: int, factor: float) -> list[E.RunSamples]:
-        return [E.RunSamples(first + 2 * k, tuple(rng.lognormal(math.log(6 * factor), 0.1,
-                                                                 10_000)))
+    def runs(first: int, factor: float) -> list[RunSamples]:
+        return [RunSamples(first + 2 * k, tuple(rng.lognormal(math.log(6 * factor), 0.1,
+                                                               10_000)))
                 for k in range(96)]  # fmt: skip
 
-    metric = E.MetricInput("sync-rcu-latency", "writer_duration", "ms", True, True, True,
-                           runs(0, 1.0), runs(1, 1.01))  # fmt: skip
-    design = E.Design(n_perm=9999)
+    metric = MetricInput("sync-rcu-latency", "writer_duration", "ms", True, True, True,
+                         runs(0, 1.0), runs(1, 1.01))  # fmt: skip
+    design = Design(n_perm=9999)
     design.bounds  # noqa: B018  (the boundaries are computed once per process; not timed)
     started = time.monotonic()
-    E.analyse([metric], design)
+    analyse([metric], design)
     took = time.monotonic() - started
     print(f"INFO  full battery, 2 x 96 runs x 10,000 samples, 9,999 permutations "
           f"(p50/mean/p90 run-level + p99/max tails): {took:.1f} s wall")  # fmt: skip

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from stats import methods
+from stats import methods, sequential
 
 ALPHAS = (0.01, 0.05, 0.10)
 
@@ -60,6 +60,6 @@ def aa_calibration(
         runs=int(v.size), block=block, splits=splits, runs_per_side=half * block,
         false_alarms={alpha: float((p <= alpha).mean()) for alpha in ALPHAS},
         median=float(np.median(v)), cv_pct=cv,
-        mde_pct={n: methods.smallest_detectable_shift(cv, n, n, alpha=mde_alpha)
+        mde_pct={n: sequential.smallest_detectable_shift(cv, n, n, alpha=mde_alpha)
                  for n in (24, 48, 96)}, mde_alpha=mde_alpha,
     )  # fmt: skip

@@ -1,41 +1,36 @@
-"""The A/B verdict engine: every metric's battery, multiplicity, sequential looks, verdicts.
+"""The verdicts: their names and order, and the rules that give each statistic its own.
 
-Pure: dataclasses and arrays in, dataclasses out, no Django (services.py stores the
-results). The spec is ../shared/STATS.md; in short, per metric and summary statistic:
-  - run-level statistics (one value per run: the value, or per-run p50/mean/p90 of a
-    latency's samples): two-sided Brunner-Munzel with a studentized permutation p (the
-    primary test; relabellings raised until the look's boundary is resolved), Mann-Whitney,
-    Mood's median test and the sign test (k of n runs of B above A's median, exact
-    binomial) alongside, Hodges-Lehmann shift (% from logs, or absolute for memory) with
-    its 95% CI and the look's repeated CI (both from inverting Brunner-Munzel; the verdict
-    rules use the repeated one), P(B>A) and Cliff's delta;
-  - tail statistics of latencies (pooled p99 and max): ratio B/A, p from permuting whole
-    runs between sides, a cluster-bootstrap CI for p99 at the last look (none for the max);
-  - warnings: drift that differs between the sides, ties, multimodality (modality.py),
-    shape (k-sample Anderson-Darling by permutation), too few samples for p99;
-  - Holm across the benchmarks' primary metrics, each step at its own level's sequential
-    boundary; Benjamini-Hochberg across the rest;
-  - looks at min_runs, min_runs + step, ... max_runs per side against Lan-DeMets
-    boundaries (power spending alpha t^3); a primary metric left inconclusive at a look
-    before the last (undecided, or a regression/improvement held back because host
-    contention differs between the sides) asks for the runs up to the next look;
-  - per benchmark, Boschloo's test of B's kernel failures against A's (failure_result).
+Pure: dataclasses in, dataclasses out, no Django (services.py stores the results). The spec
+is ../shared/STATS.md; battery.py runs the whole engine (analyse) and summarises it. Here:
+  - the verdicts and their severity (reliability-regression, regression, inconclusive,
+    significant-but-small, improvement, no-meaningful-change): the report's order, and the
+    comparison's verdict, the worst among its primary statistics (Analysis): a kernel that
+    fails more often is the worst news, whatever its working runs measure;
+  - StatResult, one statistic of one metric at a look, and its verdict once its boundary is
+    set (decide, after design.adjust): run-level statistics on their repeated CI (level 1 -
+    the result's boundary, at every look): regression/improvement when the boundary is
+    crossed and the CI reaches the threshold in the direction of the change;
+    significant-but-small when it is crossed and the whole CI lies inside (0, threshold) in
+    that direction; no-meaningful-change when the CI lies inside +-threshold; else
+    inconclusive (pending before the last look). Tails keep the point-estimate rule (their
+    CI exists at the last look only, and never for the max);
+  - host contention: a regression or improvement is held back (inconclusive, pending
+    before the last look, so that quieter runs can come in) when the sides' shares of
+    contended runs differ by more than the design's imbalance (contention_differs);
+  - per benchmark, Boschloo's test of B's kernel failures against A's (failure_result),
+    one-sided, at its own level per look: a significant excess is a reliability regression.
 No result holds NaN or inf (check_reportable refuses one): a statistic the data do not
 define is None, with the reason among the result's warnings.
 """
 
 import dataclasses
 import math
-import zlib
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 
-from stats import defaults, methods
-from stats.defaults import MIN_RUNS
-from stats.modality import multimodality
+from stats import methods
+from stats.inputs import BenchmarkFailures
 
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
@@ -49,10 +44,6 @@ SEVERITY = (RELIABILITY, REGRESSION, INCONCLUSIVE, SMALL, IMPROVEMENT, NO_CHANGE
 FAILURE_METRIC = "failure_rate"  # the reliability row's metric and statistic
 FAILURE_STATISTIC = "boschloo"
 
-RUN_LEVEL = ("p50", "mean", "p90")
-TAILS = {"p99": 0.99, "max": 1.0}
-P99_MIN_SAMPLES = 1000  # per side, so that >= 10 samples lie beyond the pooled p99
-
 
 class TooFewRuns(ValueError):
     """Fewer runs per side than the design's minimum: no verdict is given."""
@@ -61,98 +52,6 @@ class TooFewRuns(ValueError):
 class UnreportableResult(ValueError):
     """A result holds NaN or inf, or a p below what its method can resolve: a bug in the
     engine, refused before it reaches storage or a page."""
-
-
-@dataclass(frozen=True)
-class RunSamples:
-    order: int  # position in the comparison's run schedule (drift is checked against it)
-    samples: tuple[float, ...]
-    contended: bool | None = None  # the host was busy during the run; None: not measured
-
-
-@dataclass(frozen=True)
-class MetricInput:
-    benchmark: str
-    name: str
-    unit: str
-    per_run_samples: bool  # a latency (many samples per run) rather than one value per run
-    lower_is_better: bool
-    primary: bool
-    runs_a: Sequence[RunSamples]
-    runs_b: Sequence[RunSamples]
-    threshold: float | None = None  # practical threshold; None: the design's default %
-    threshold_is_absolute: bool = False  # in the metric's unit (memory), not %
-
-
-@dataclass(frozen=True)
-class Design:
-    alpha: float = defaults.ALPHA
-    min_runs: int = MIN_RUNS
-    max_runs: int = defaults.MAX_RUNS
-    step: int = MIN_RUNS  # a look every MIN_RUNS runs per side
-    default_threshold_pct: float = defaults.THRESHOLD_PCT
-    n_perm: int = 9999
-    n_boot: int = 2000
-    n_perm_shape: int = 999
-    seed: int = 0
-    # Contended runs' shares of the two sides further apart than this hold back a
-    # regression/improvement verdict (STATS.md v2 "Host contention"); services pass
-    # settings.RCUBENCH_CONTENTION_IMBALANCE.
-    contention_imbalance: float = defaults.CONTENTION_IMBALANCE
-    # Tests of the orchestrator may run fewer than 24 runs per side; nothing else may.
-    allow_few_runs: bool = False
-    # The share of alpha spent on the secondary statistics (BH); the primary ones (Holm)
-    # get the rest. Each family controls its own error, so a comparison's chance of any
-    # false regression or improvement verdict, over every metric and look, is at most
-    # alpha (Bonferroni across the two families; STATS.md v2's 20-metric target).
-    secondary_share: float = defaults.SECONDARY_SHARE
-
-    def __post_init__(self) -> None:
-        if self.min_runs < MIN_RUNS and not self.allow_few_runs:
-            raise TooFewRuns(f"min_runs {self.min_runs} is below the floor of {MIN_RUNS} runs")
-        if not 2 <= self.min_runs <= self.max_runs or self.step < 1:
-            raise ValueError(f"bad design: runs {self.min_runs}..{self.max_runs} by {self.step}")
-        if not 0 < self.alpha < 1:
-            raise ValueError(f"alpha {self.alpha} is not in (0, 1)")
-        if not 0 < self.secondary_share < 1:
-            raise ValueError(f"secondary_share {self.secondary_share} is not in (0, 1)")
-
-    @property
-    def primary_alpha(self) -> float:
-        """What the primary statistics (Holm) may spend over all looks."""
-        return self.alpha * (1 - self.secondary_share)
-
-    @property
-    def secondary_alpha(self) -> float:
-        """What the secondary statistics (BH) may spend over all looks."""
-        return self.alpha * self.secondary_share
-
-    @property
-    def looks(self) -> tuple[int, ...]:
-        looks = list(range(self.min_runs, self.max_runs + 1, self.step))
-        if looks[-1] != self.max_runs:
-            looks.append(self.max_runs)
-        return tuple(looks)
-
-    @cached_property
-    def bounds(self) -> tuple[float, ...]:
-        """|z| boundary per look of a lone primary statistic (level primary_alpha)."""
-        return self.bounds_at(self.primary_alpha)
-
-    def bounds_at(self, level: float) -> tuple[float, ...]:
-        """|z| boundary per look for a test held to `level` overall (Holm's local levels)."""
-        return methods.sequential_bounds(tuple(n / self.max_runs for n in self.looks), level)
-
-    def look_at(self, n: int) -> int:
-        """1-based index of the last look reached with n runs per side."""
-        if n < self.min_runs:
-            raise TooFewRuns(f"{n} runs per side; at least {self.min_runs} are needed")
-        return sum(1 for look in self.looks if look <= n)
-
-    def alpha_at(self, look: int, level: float | None = None) -> float:
-        """The nominal p boundary at a look: a lone primary statistic's, or at `level`."""
-        bounds = self.bounds if level is None else self.bounds_at(level)
-        return methods.z_to_p(bounds[look - 1])
 
 
 @dataclass
@@ -213,340 +112,6 @@ class Analysis:
                      (r.statistic != FAILURE_STATISTIC or r.verdict == RELIABILITY)]  # fmt: skip
         # No primary metric: nothing was decided, which is not "no meaningful change".
         return min(primaries or [INCONCLUSIVE], key=SEVERITY.index)
-
-
-@dataclass(frozen=True)
-class BenchmarkFailures:
-    """A benchmark's finished runs per side by outcome: the failure-rate test's input."""
-
-    benchmark: str
-    a: methods.FailureCounts
-    b: methods.FailureCounts
-
-
-def analyse(
-    metrics: Sequence[MetricInput], design: Design, failures: Sequence[BenchmarkFailures] = ()
-) -> Analysis:
-    """Run the whole battery on every metric and decide the look's verdicts."""
-    if not metrics:
-        raise ValueError("no metrics to analyse")
-    n = min(min(len(m.runs_a), len(m.runs_b)) for m in metrics)
-    look = design.look_at(n)
-    resolve = Resolve.of(metrics, design, look)
-    results: list[StatResult] = []
-    for m in metrics:
-        results += metric_results(m, design, look, resolve)
-    return conclude(results, design, n, failures)
-
-
-@dataclass(frozen=True)
-class Resolve:
-    """The smallest boundary p each family's results may be held to at a look: the
-    permutation counts are raised until these are resolved (STATS.md v2)."""
-
-    primary: float  # Holm's first step: the boundary at level alpha / (primary metrics)
-    secondary: float  # BH's first step: the look's boundary / (secondary statistics)
-
-    @classmethod
-    def of(cls, metrics: Sequence["MetricInput"], design: Design, look: int) -> "Resolve":
-        primaries = max(sum(m.primary for m in metrics), 1)
-        per_metric = [len(run_level_statistics(m)) + len(tails_of(m)) for m in metrics]
-        secondaries = max(sum(per_metric) - primaries, 1)
-        return cls(design.alpha_at(look, design.primary_alpha / primaries),
-                   design.alpha_at(look, design.secondary_alpha) / secondaries)  # fmt: skip
-
-
-def conclude(
-    results: list[StatResult], design: Design, n: int, failures: Sequence[BenchmarkFailures] = ()
-) -> Analysis:
-    """Adjust the p-values of one look's results, decide each verdict, test each
-    benchmark's failure rate, and say whether the comparison needs more runs."""
-    look = design.look_at(n)
-    adjust(results, design, look)
-    final = look == len(design.looks)
-    for r in results:
-        decide(r, final, design.contention_imbalance)
-        check_reportable(r)
-    pending = any(r.pending for r in results if r.is_primary)
-    reliability = [failure_result(f, look, len(design.looks)) for f in failures]
-    results = results + reliability
-    # B found unreliable: that is the answer, whatever more runs would measure.
-    pending = pending and not any(r.verdict == RELIABILITY for r in reliability)
-    need = design.looks[look] - n if pending and not final else 0
-    results.sort(key=lambda r: (SEVERITY.index(r.verdict), not r.is_primary, r.benchmark,
-                                r.metric, r.statistic))  # fmt: skip
-    return Analysis(results, look, n, max(need, 0), design.bounds)
-
-
-def run_values(runs: Sequence[RunSamples], statistic: str, what: str) -> np.ndarray:
-    """One value per run: the value itself, or a summary of the run's samples."""
-    out = np.empty(len(runs))
-    for i, run in enumerate(runs):
-        x = methods.as_values(run.samples, f"{what} run {run.order}")
-        if statistic == "value":
-            if x.size != 1:
-                raise methods.StatsInputError(
-                    f"{what} run {run.order}: {x.size} values, expected 1"
-                )
-            out[i] = x[0]
-        elif statistic == "p50":
-            out[i] = np.median(x)
-        elif statistic == "mean":
-            out[i] = x.mean()
-        elif statistic == "p90":
-            out[i] = np.quantile(x, 0.9)
-        else:
-            raise ValueError(f"unknown run-level statistic {statistic!r}")
-    return out
-
-
-def metric_results(
-    m: MetricInput, design: Design, look: int, resolve: Resolve | None = None
-) -> list[StatResult]:
-    """Every statistic of one metric at a look (before adjustment and verdicts).
-    `resolve`: as analyse computes it for all the metrics; alone, for this one."""
-    if len(m.runs_a) < 2 or len(m.runs_b) < 2:
-        raise TooFewRuns(f"{m.benchmark}/{m.name}: fewer than 2 runs on a side")
-    resolve = resolve or Resolve.of([m], design, look)
-    statistics = run_level_statistics(m)
-    out = [_run_level(m, s, s == statistics[0] and m.primary, design, look, resolve,
-                      modality=s == statistics[0]) for s in statistics]  # fmt: skip
-    out += [_tail(m, s, q, design, look, resolve) for s, q in tails_of(m).items()]
-    return out
-
-
-def run_level_statistics(m: MetricInput) -> tuple[str, ...]:
-    """A metric's run-level statistics: the value, or summaries of a latency's samples."""
-    return RUN_LEVEL if m.per_run_samples else ("value",)
-
-
-def tails_of(m: MetricInput) -> dict[str, float]:
-    """A metric's pooled tail statistics (latencies only), by name: their quantile."""
-    return TAILS if m.per_run_samples else {}
-
-
-def _rng(design: Design, *key: str) -> np.random.Generator:
-    return np.random.default_rng([design.seed, zlib.crc32("/".join(key).encode())])
-
-
-class ThresholdUnset(ValueError):
-    """A metric judged on an absolute threshold (memory) declares none: refused, never 0."""
-
-
-def _threshold(m: MetricInput, design: Design) -> tuple[float, bool]:
-    """(threshold, relative): relative thresholds are %, absolute ones in the unit."""
-    if m.threshold_is_absolute:
-        if m.threshold is None:
-            raise ThresholdUnset(f"{m.benchmark}/{m.name}: an absolute threshold (in "
-                                 f"{m.unit}) must be declared; none is")  # fmt: skip
-        return float(m.threshold), False
-    return (m.threshold if m.threshold is not None else design.default_threshold_pct), True
-
-
-def _run_level(
-    m: MetricInput, statistic: str, primary: bool, design: Design, look: int,
-    resolve: Resolve, *, modality: bool = False,
-) -> StatResult:  # fmt: skip
-    """A run-level statistic's battery; `modality`: test each side for several modes (on
-    one statistic per metric: one warning, not three, for one metric's runs)."""
-    what = f"{m.benchmark}/{m.name}"
-    a = run_values(m.runs_a, statistic, f"{what} side A")
-    b = run_values(m.runs_b, statistic, f"{what} side B")
-    rng = _rng(design, m.benchmark, m.name, statistic)
-    threshold, relative = _threshold(m, design)
-    warnings: list[str] = []
-    threshold_undefined = False
-    if relative and ((a <= 0).any() or (b <= 0).any()):
-        # No % of a value <= 0: the shift is B - A, and the % threshold becomes that
-        # share of A's median in the unit; with A's median 0 there is no threshold.
-        relative, base = False, abs(float(np.median(a)))
-        threshold_undefined = base == 0
-        pct, threshold = threshold, threshold * base / 100
-        what_thr = ("threshold is undefined (A's median is 0): size not judged"
-                    if threshold_undefined else
-                    f"threshold is {threshold:.6g} {m.unit} ({pct:g}% of A's median)")  # fmt: skip
-        warnings.append(f"values <= 0: the shift is absolute (B - A), not %; the {pct:g}% "
-                        + what_thr)  # fmt: skip
-    resolve_p = resolve.primary if primary else resolve.secondary
-    bm = methods.brunner_munzel(a, b, n_perm=design.n_perm, resolve=resolve_p, rng=rng)
-    mood = methods.mood_median(a, b)
-    sign = methods.sign_test(a, b)
-    shift = methods.hodges_lehmann(a, b, relative=relative)
-    p_shape = methods.anderson_darling_p(a, b, n_perm=design.n_perm_shape, rng=rng)
-    spread = _log_sd(a, b) if relative else _sd(a, b)
-    details: dict[str, object] = {
-        "test": "brunner-munzel",
-        **_p_method(bm.method, bm.n_perm),
-        "statistic_w": bm.statistic if math.isfinite(bm.statistic) else None,
-        "sign_test": {
-            "k": sign.above,
-            "n": sign.n,
-            "below": sign.below,
-            "ties": sign.ties,
-            "median_a": sign.median_a,
-            "p": sign.p_value,
-            "above_is": "worse" if m.lower_is_better else "better",
-        },
-        "p_anderson_darling": p_shape,
-        "sd_within": spread,
-        "smallest_detectable_shift": _mde(spread, len(a), len(b), design),
-        **contention(m.runs_a, m.runs_b),
-    }
-    if threshold_undefined:
-        details["threshold_undefined"] = True
-    if not math.isfinite(bm.statistic):  # JSON has no inf: W is None, and this says which
-        details["statistic_w_undefined"] = (f"W is {bm.statistic:+}: no rank variance within "
-                                            "either side (complete separation)")  # fmt: skip
-    warnings += _warnings(m, a, b, bm.p_value, p_shape, design, details, modality)
-    warnings += _undefined_cross_checks(a, b, mood, sign)
-    return StatResult(
-        benchmark=m.benchmark, metric=m.name, unit=m.unit, statistic=statistic,
-        is_primary=primary, look=look, n_a=len(a), n_b=len(b),
-        median_a=float(np.median(a)), median_b=float(np.median(b)),
-        shift=shift.estimate, ci_low=shift.low, ci_high=shift.high, relative=shift.relative,
-        p_value=bm.p_value, p_mannwhitney=methods.mann_whitney_p(a, b),
-        p_median=mood.p_value, prob_b_gt_a=methods.prob_b_greater(a, b),
-        cliffs_delta=methods.cliffs_delta(a, b), threshold=threshold,
-        lower_is_better=m.lower_is_better, warnings=warnings, details=details, values=(a, b),
-    )  # fmt: skip
-
-
-def _tail(
-    m: MetricInput, statistic: str, q: float, design: Design, look: int, resolve: Resolve
-) -> StatResult:
-    """A pooled tail's battery. Its CI is at the look's level (a tail is a secondary held
-    to the look's boundary), at the last look only: at an interim look's level (99.98% at
-    the first) the percentile bootstrap would need tens of thousands of draws, and a tail
-    does not end a comparison early. The max has no CI at all (methods._max_test)."""
-    what = f"{m.benchmark}/{m.name}"
-    ra = [methods.as_values(r.samples, f"{what} side A run {r.order}") for r in m.runs_a]
-    rb = [methods.as_values(r.samples, f"{what} side B run {r.order}") for r in m.runs_b]
-    rng = _rng(design, m.benchmark, m.name, statistic)
-    final = look == len(design.looks)
-    level = 1 - design.alpha_at(look, design.secondary_alpha) if final else None
-    # >= 10 draws beyond each end of the percentile CI
-    n_boot = max(design.n_boot, math.ceil(20 / (1 - level))) if level else design.n_boot
-    t = methods.tail_test(ra, rb, q=q, n_perm=design.n_perm, n_boot=n_boot,
-                        confidence=level, resolve=resolve.secondary, rng=rng)  # fmt: skip
-    if q >= 1.0:
-        ci_note = "none: no percentile-bootstrap CI of a maximum is valid"
-    elif level is None:
-        ci_note = "none at an interim look (given at the last look, at its level)"
-    else:
-        ci_note = f"{level:.1%} (the last look's level), cluster bootstrap"
-    threshold, _ = _threshold(m, design)
-    warnings = list(t.undefined)
-    n_a, n_b = sum(r.size for r in ra), sum(r.size for r in rb)
-    if q < 1 and min(n_a, n_b) < P99_MIN_SAMPLES:
-        warnings.append(f"too few samples for p99: {min(n_a, n_b)} on a side, want "
-                        f">= {P99_MIN_SAMPLES} (>= 10 beyond the quantile)")  # fmt: skip
-    return StatResult(
-        benchmark=m.benchmark, metric=m.name, unit=m.unit, statistic=statistic,
-        is_primary=False, look=look, n_a=len(ra), n_b=len(rb),
-        median_a=t.value_a, median_b=t.value_b, shift=_pct(t.ratio), ci_low=_pct(t.ci_low),
-        ci_high=_pct(t.ci_high), relative=True, p_value=t.p_value, p_mannwhitney=None,
-        p_median=None, prob_b_gt_a=None, cliffs_delta=None,
-        threshold=threshold if not m.threshold_is_absolute else design.default_threshold_pct,
-        lower_is_better=m.lower_is_better, warnings=warnings,
-        details={"test": "whole-run permutation of pooled " + statistic,
-                 **_p_method(methods.PERMUTATION, t.n_perm), "samples_a": n_a,
-                 "samples_b": n_b, "ratio": t.ratio, "ci_level": ci_note,
-                 **contention(m.runs_a, m.runs_b)},
-    )  # fmt: skip
-
-
-def _pct(ratio: float | None) -> float | None:
-    return None if ratio is None else 100 * (ratio - 1)
-
-
-def _p_method(method: str, n_perm: int | None) -> dict[str, object]:
-    """How the p was obtained, for the report's marker: exact, or permutation with its
-    count B (raised where a boundary needed it), whose resolution is 1/(B+1)."""
-    return {"p_method": method,
-            "p_permutations": None if method == methods.EXACT else n_perm}  # fmt: skip
-
-
-def _undefined_cross_checks(
-    a: np.ndarray, b: np.ndarray, mood: methods.MedianTest, sign: methods.SignTest
-) -> list[str]:
-    """Why Mood's test or the sign test has no p: one line for constant data, else each."""
-    if mood.p_value is None and sign.p_value is None and np.ptp(np.r_[a, b]) == 0:
-        return [f"constant data (every run {a[0]:.6g}): Mood's median test and the sign test "
-                "are undefined"]  # fmt: skip
-    return [t.reason for t in (mood, sign) if t.p_value is None]
-
-
-def _log_sd(a: np.ndarray, b: np.ndarray) -> float:
-    return _sd(np.log(a), np.log(b)) * 100  # ~ CV in %
-
-
-def _sd(a: np.ndarray, b: np.ndarray) -> float:
-    """Pooled within-side standard deviation."""
-    ss = ((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()
-    return float(math.sqrt(ss / max(a.size + b.size - 2, 1)))
-
-
-def _mde(sd: float, n_a: int, n_b: int, design: Design) -> float:
-    """Smallest shift found 80% of the time at this N, at the final look's boundary."""
-    return methods.smallest_detectable_shift(sd, n_a, n_b, alpha=methods.z_to_p(design.bounds[-1]))
-
-
-def _warnings(
-    m: MetricInput, a: np.ndarray, b: np.ndarray, p: float, p_shape: float, design: Design,
-    details: dict[str, object], modality: bool,
-) -> list[str]:  # fmt: skip
-    out = []
-    if len(a) >= 4 and len(b) >= 4:
-        # A drift common to both sides is what ABBA balances; only a difference matters.
-        d = methods.drift_difference([r.order for r in m.runs_a], a, [r.order for r in m.runs_b], b)
-        details.update(p_drift=d.p_value, drift_rho_a=d.rho_a, drift_rho_b=d.rho_b)
-        if d.p_value < 0.01:
-            out.append(f"drift: the sides trend differently with run order (Spearman rho A "
-                       f"{d.rho_a:+.2f}, B {d.rho_b:+.2f}; p {d.p_value:.2g})")  # fmt: skip
-    if modality:
-        for side, values in (("A", a), ("B", b)):
-            t = multimodality(values)
-            details[f"modality_{side.lower()}"] = {"multimodal": t.multimodal,
-                                                   "statistic": t.statistic, "p": t.p_value,
-                                                   "method": t.method}  # fmt: skip
-            if t.multimodal:
-                out.append(f"multimodal? side {side}: {t.detail}")
-    tied = methods.tied_fraction(np.r_[a, b])
-    details["tied_fraction"] = tied
-    if tied > 0.25:
-        out.append(f"ties: {tied:.0%} of run values are tied (midranks used)")
-    if p_shape < 0.01 and p > design.alpha:
-        out.append(f"shape: distributions differ (Anderson-Darling p {p_shape:.2g}) "
-                   "though the location test does not")  # fmt: skip
-    return out
-
-
-def adjust(results: list[StatResult], design: Design, look: int) -> None:
-    """Each result's boundary at this look and whether it is crossed.
-
-    Primary statistics (one per benchmark): Holm with group-sequential boundaries (Maurer
-    and Bretz 2013): sorted by p, the j-th of m is held to the look's boundary at level
-    primary_alpha / (m - j + 1), each level with its own spending over the looks, and the
-    steps stop at the first not crossed. Its p_adjusted is Holm's single-look adjusted p,
-    shown for reference. The others: Benjamini-Hochberg, adjusted p against the look's
-    boundary at secondary_alpha.
-    """
-    holm = sorted((r for r in results if r.gated_family == "holm"), key=lambda r: r.p_value)
-    for r, p in zip(holm, methods.holm([r.p_value for r in holm]), strict=True):
-        r.p_adjusted, r.adjustment = float(p), "holm"
-    going = True
-    for j, r in enumerate(holm):
-        level = design.primary_alpha / (len(holm) - j)
-        boundary = design.alpha_at(look, level)
-        going = going and r.p_value <= boundary
-        r.crossed = going
-        r.details.update(boundary=boundary, holm_level=level)
-    bh = [r for r in results if r.gated_family == "bh"]
-    boundary = design.alpha_at(look, design.secondary_alpha)
-    for r, p in zip(bh, methods.benjamini_hochberg([r.p_value for r in bh]), strict=True):
-        r.p_adjusted, r.adjustment = float(p), "bh"
-        r.crossed = r.p_adjusted <= boundary
-        r.details["boundary"] = boundary
 
 
 def decide(r: StatResult, final: bool, imbalance: float | None = None) -> None:
@@ -636,18 +201,6 @@ def _decide_tail(r: StatResult) -> None:
         r.verdict = NO_CHANGE
     else:
         r.verdict = INCONCLUSIVE
-
-
-def contention(runs_a: Sequence[RunSamples], runs_b: Sequence[RunSamples]) -> dict[str, object]:
-    """Contended runs per side as [contended, measured] (runs whose host load was not
-    measured do not count); empty when a side has no measured run."""
-    counts: dict[str, list[int]] = {}
-    for side, runs in (("a", runs_a), ("b", runs_b)):
-        known = [r.contended for r in runs if r.contended is not None]
-        if not known:
-            return {}
-        counts[side] = [sum(known), len(known)]
-    return {"contended": counts}
 
 
 def contention_differs(a: tuple[int, int], b: tuple[int, int], imbalance: float) -> bool:

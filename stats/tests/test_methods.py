@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from stats import methods
+from stats import diagnostics, methods, sequential, tails
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_mckenney_binomial_is_one_sided_and_optimistic():
     # at the sequential boundary of a first look (p <= 8.5e-5).
     p_mood = methods.mood_median(BOOT_A, BOOT_B).p_value
     assert p_mood is not None
-    assert p_mood > methods.z_to_p(3.92)
+    assert p_mood > sequential.z_to_p(3.92)
 
 
 def test_brunner_munzel_matches_scipy_statistic_with_ties(rng):
@@ -121,22 +121,22 @@ def test_rank_tests_on_constant_data_give_one_and_moods_test_does_not_exist():
 
 def test_holm_and_bh_by_hand():
     # Holm: sorted .01*3, .03*2, .04*1 -> running max .03 .06 .06.
-    assert methods.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert sequential.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     # BH: .01*3/1, .03*3/2, .04*3/3 -> running min from the top .03 .04 .04.
-    assert methods.benjamini_hochberg([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.04, 0.04])
+    assert sequential.benjamini_hochberg([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.04, 0.04])
 
 
 def test_sequential_bounds():
     # The first look spends exactly alpha t1^3: c1 = z_{alpha t1^3 / 2}.
-    first = methods.sequential_bounds((0.25, 0.5, 0.75, 1.0))[0]
+    first = sequential.sequential_bounds((0.25, 0.5, 0.75, 1.0))[0]
     assert first == pytest.approx(st.norm.isf(0.05 / 64 / 2))
-    assert methods.sequential_bounds((1.0,)) == pytest.approx((1.96,), abs=1e-3)
+    assert sequential.sequential_bounds((1.0,)) == pytest.approx((1.96,), abs=1e-3)
     # The last of 4 looks: nominal .0424, short of .05 by what the earlier looks spent.
-    assert methods.z_to_p(methods.sequential_bounds((0.25, 0.5, 0.75, 1.0))[-1]) == pytest.approx(
-        0.0424, abs=5e-4
-    )
+    assert sequential.z_to_p(
+        sequential.sequential_bounds((0.25, 0.5, 0.75, 1.0))[-1]
+    ) == pytest.approx(0.0424, abs=5e-4)
     with pytest.raises(methods.StatsInputError, match="rise"):
-        methods.sequential_bounds((0.5, 0.25))
+        sequential.sequential_bounds((0.5, 0.25))
 
 
 def _runs(rng, n, k, tail_factor=1.0):
@@ -149,7 +149,7 @@ def _runs(rng, n, k, tail_factor=1.0):
 
 
 def test_tail_test_sees_a_slower_slowest_3_percent(rng):
-    res = methods.tail_test(_runs(rng, 24, 200), _runs(rng, 24, 200, 1.3), n_perm=999, rng=rng)
+    res = tails.tail_test(_runs(rng, 24, 200), _runs(rng, 24, 200, 1.3), n_perm=999, rng=rng)
     assert res.quantile == 0.99
     assert res.ratio is not None
     assert res.ratio > 1.2
@@ -159,7 +159,7 @@ def test_tail_test_sees_a_slower_slowest_3_percent(rng):
 
 
 def test_tail_test_quiet_when_nothing_changed(rng):
-    res = methods.tail_test(_runs(rng, 24, 200), _runs(rng, 24, 200), n_perm=999, rng=rng)
+    res = tails.tail_test(_runs(rng, 24, 200), _runs(rng, 24, 200), n_perm=999, rng=rng)
     assert res.p_value > 0.01
     assert res.ci_low is not None
     assert res.ci_high is not None
@@ -169,7 +169,7 @@ def test_tail_test_quiet_when_nothing_changed(rng):
 def test_max_test_permutes_run_maxima(rng):
     a = [np.array([1.0, 2.0])] * 4
     b = [np.array([1.0, 4.0])] * 4
-    res = methods.tail_test(a, b, q=1.0, n_perm=999, rng=rng)
+    res = tails.tail_test(a, b, q=1.0, n_perm=999, rng=rng)
     assert (res.value_a, res.value_b, res.ratio) == (2.0, 4.0, 2.0)
     # Only the observed split (and its mirror) of 8 runs gives |log ratio| = log 2: 2/C(8,4).
     assert res.p_value == pytest.approx(2 / 70, abs=0.015)
@@ -177,28 +177,30 @@ def test_max_test_permutes_run_maxima(rng):
 
 def test_tail_test_needs_runs(rng):
     with pytest.raises(methods.StatsInputError, match="2 runs per side"):
-        methods.tail_test([np.ones(5)], [np.ones(5), np.ones(5)], rng=rng)
+        tails.tail_test([np.ones(5)], [np.ones(5), np.ones(5)], rng=rng)
 
 
 def test_shape_and_design_warnings_helpers(rng):
     order_a, order_b = range(0, 48, 2), range(1, 48, 2)
     rising = np.arange(24.0) + rng.normal(0, 0.1, 24)
-    apart = methods.drift_difference(order_a, rising, order_b, rng.normal(0, 1, 24))
+    apart = diagnostics.drift_difference(order_a, rising, order_b, rng.normal(0, 1, 24))
     assert apart.p_value < 1e-6
     assert apart.rho_a > 0.99
-    together = methods.drift_difference(order_a, rising, order_b, rising + 0.05)
+    together = diagnostics.drift_difference(order_a, rising, order_b, rising + 0.05)
     assert (together.rho_a, together.p_value) == (together.rho_b, 1.0)
-    constant = methods.drift_difference(order_a, [1.0] * 24, order_b, [1.0] * 24)
+    constant = diagnostics.drift_difference(order_a, [1.0] * 24, order_b, [1.0] * 24)
     assert (constant.rho_a, constant.p_value) == (0.0, 1.0)
-    assert methods.tied_fraction([1, 1, 2, 3]) == 0.5
-    assert methods.anderson_darling_p(rng.normal(0, 1, 48), rng.normal(0, 4, 48), rng=rng) < 0.01
-    assert methods.anderson_darling_p([1.0] * 5, [1.0] * 5, rng=rng) == 1.0
+    assert diagnostics.tied_fraction([1, 1, 2, 3]) == 0.5
+    assert (
+        diagnostics.anderson_darling_p(rng.normal(0, 1, 48), rng.normal(0, 4, 48), rng=rng) < 0.01
+    )
+    assert diagnostics.anderson_darling_p([1.0] * 5, [1.0] * 5, rng=rng) == 1.0
 
 
 def test_smallest_detectable_shift_matches_stats_md():
     # N ~ 16 (CV / shift)^2 per side for 80% power: at 24 runs, CV 2% -> ~1.7-1.8%.
-    assert methods.smallest_detectable_shift(2.0, 24, 24) == pytest.approx(1.7, abs=0.1)
-    assert methods.smallest_detectable_shift(5.0, 24, 24) == pytest.approx(4.3, abs=0.2)
+    assert sequential.smallest_detectable_shift(2.0, 24, 24) == pytest.approx(1.7, abs=0.1)
+    assert sequential.smallest_detectable_shift(5.0, 24, 24) == pytest.approx(4.3, abs=0.2)
 
 
 # --- the sign test (McKenney's count) -----------------------------------------------------
@@ -266,7 +268,7 @@ SLOW = [np.arange(1.0, 51.0)] * 4  # pooled p99 and max 50
 
 @pytest.mark.parametrize("q", [0.99, 1.0])
 def test_tail_ratio_to_a_zero_quantile_is_undefined_with_the_reason(rng, q):
-    res = methods.tail_test(ZEROS, SLOW, q=q, n_perm=999, n_boot=200, rng=rng)
+    res = tails.tail_test(ZEROS, SLOW, q=q, n_perm=999, n_boot=200, rng=rng)
     name = "max" if q == 1.0 else "p99"
     assert (res.value_a, res.value_b) == (0.0, 50.0)
     assert (res.ratio, res.ci_low, res.ci_high) == (None, None, None)
@@ -276,13 +278,13 @@ def test_tail_ratio_to_a_zero_quantile_is_undefined_with_the_reason(rng, q):
 
 
 def test_tail_of_zeros_on_both_sides_has_no_ratio_and_p_one(rng):
-    res = methods.tail_test(ZEROS, ZEROS, n_perm=999, n_boot=200, rng=rng)
+    res = tails.tail_test(ZEROS, ZEROS, n_perm=999, n_boot=200, rng=rng)
     assert (res.ratio, res.ci_low, res.p_value) == (None, None, 1.0)
     assert res.undefined == ("p99 ratio undefined: sides A's and B's pooled p99 are both 0",)
 
 
 def test_tail_falling_to_zero_on_b_is_a_ratio_of_zero(rng):
-    res = methods.tail_test(SLOW, ZEROS, n_perm=999, n_boot=200, rng=rng)
+    res = tails.tail_test(SLOW, ZEROS, n_perm=999, n_boot=200, rng=rng)
     assert (res.ratio, res.ci_low, res.ci_high, res.undefined) == (0.0, 0.0, 0.0, ())
 
 
@@ -291,7 +293,7 @@ def test_tail_ci_is_undefined_when_bootstrap_draws_of_a_hit_zero(rng):
     # values, 48 (B's: 50), but a resample without that run ((3/4)^4 = 32% of draws) has a
     # pooled p99 of 0.
     runs_a = [*ZEROS[:3], SLOW[0]]
-    res = methods.tail_test(runs_a, SLOW, n_perm=999, n_boot=400, rng=rng)
+    res = tails.tail_test(runs_a, SLOW, n_perm=999, n_boot=400, rng=rng)
     assert res.ratio == pytest.approx(50 / 48)
     assert (res.ci_low, res.ci_high) == (None, None)
     (why,) = res.undefined
@@ -310,7 +312,7 @@ def test_one_run_per_side_gives_numbers_undefined_or_a_refusal(rng):
     with pytest.raises(methods.StatsInputError, match="side A: 1 values, at least 2 needed"):
         methods.brunner_munzel(a, b, rng=rng)
     with pytest.raises(methods.StatsInputError, match="at least 2 runs per side"):
-        methods.tail_test([np.ones(5)], [np.ones(5)], rng=rng)
+        tails.tail_test([np.ones(5)], [np.ones(5)], rng=rng)
 
 
 # -- failure rates -------------------------------------------------------------------

@@ -11,6 +11,9 @@ from django.db.models import Q
 from benchmarks.registry import get as get_benchmark
 from benchmarks.spec import Better, Kind
 from stats import calibration, methods, verdicts
+from stats.battery import analyse
+from stats.design import Design
+from stats.inputs import BenchmarkFailures, MetricInput, RunSamples, run_values
 from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.models import Comparison, Measurement, Run
 from webapp.states import Result, State
@@ -22,7 +25,7 @@ def counted_runs(comparison: Comparison) -> "Iterable[Run]":
     return comparison.runs.filter(state=State.DONE, result=Result.OK)
 
 
-def failure_counts(comparison: Comparison) -> list[verdicts.BenchmarkFailures]:
+def failure_counts(comparison: Comparison) -> list[BenchmarkFailures]:
     """Per benchmark, each side's finished runs by outcome: ok, the kernel's failures and
     the host's (methods.KERNEL_FAILURES / HOST_FAILURES). Every attempt counts, replaced
     or not; queued and running ones do not yet."""
@@ -32,7 +35,7 @@ def failure_counts(comparison: Comparison) -> list[verdicts.BenchmarkFailures]:
     for bench, side, result, code in rows:
         outcomes[bench, side].append("ok" if result == Result.OK else code or result)
     return [
-        verdicts.BenchmarkFailures(
+        BenchmarkFailures(
             name,
             methods.failure_counts(outcomes[name, "A"]),
             methods.failure_counts(outcomes[name, "B"]),
@@ -41,13 +44,13 @@ def failure_counts(comparison: Comparison) -> list[verdicts.BenchmarkFailures]:
     ]
 
 
-def metric_inputs(comparison: Comparison) -> list[verdicts.MetricInput]:
+def metric_inputs(comparison: Comparison) -> list[MetricInput]:
     """The engine's input for every metric of every benchmark of the comparison."""
-    samples: dict[tuple[str, str, str], list[verdicts.RunSamples]] = defaultdict(list)
+    samples: dict[tuple[str, str, str], list[RunSamples]] = defaultdict(list)
     rows = Measurement.objects.filter(run__in=counted_runs(comparison)).select_related("run")
     for m in rows.order_by("run__order"):
         key = (m.benchmark, m.metric, m.run.side)
-        samples[key].append(verdicts.RunSamples(m.run.order, tuple(m.samples), m.run.contended))
+        samples[key].append(RunSamples(m.run.order, tuple(m.samples), m.run.contended))
     inputs = []
     for name in comparison.benchmarks:
         spec = get_benchmark(name).spec
@@ -56,7 +59,7 @@ def metric_inputs(comparison: Comparison) -> list[verdicts.MetricInput]:
             if not runs_a and not runs_b:
                 continue
             inputs.append(
-                verdicts.MetricInput(
+                MetricInput(
                     benchmark=name,
                     name=metric.name,
                     unit=metric.unit,
@@ -72,8 +75,8 @@ def metric_inputs(comparison: Comparison) -> list[verdicts.MetricInput]:
     return inputs
 
 
-def design_for(comparison: Comparison, *, allow_few_runs: bool = False) -> verdicts.Design:
-    return verdicts.Design(
+def design_for(comparison: Comparison, *, allow_few_runs: bool = False) -> Design:
+    return Design(
         alpha=comparison.alpha, min_runs=comparison.min_runs, max_runs=comparison.max_runs,
         step=comparison.min_runs, default_threshold_pct=comparison.threshold_pct,
         seed=comparison.seed % 2**32, allow_few_runs=allow_few_runs,
@@ -89,7 +92,7 @@ def analyse_comparison(comparison_id: int, *, allow_few_runs: bool = False) -> v
     """
     comparison = Comparison.objects.get(pk=comparison_id)
     design = design_for(comparison, allow_few_runs=allow_few_runs)
-    analysis = verdicts.analyse(metric_inputs(comparison), design, failure_counts(comparison))
+    analysis = analyse(metric_inputs(comparison), design, failure_counts(comparison))
     with transaction.atomic():
         _store(comparison, analysis.results)
         Comparison.objects.filter(pk=comparison.pk).update(verdict=analysis.verdict)
@@ -181,12 +184,12 @@ def calibrate_build(
         benchmark=benchmark, state=State.DONE, result=Result.OK,
     ).order_by("finished_at", "pk")  # fmt: skip
     rows = {
-        m.run_id: verdicts.RunSamples(m.run.order, tuple(m.samples))
+        m.run_id: RunSamples(m.run.order, tuple(m.samples))
         for m in Measurement.objects.filter(run__in=runs, metric=chosen.name).select_related("run")
     }
     ordered = [rows[r.pk] for r in runs if r.pk in rows]
-    values = verdicts.run_values(ordered, statistic, f"{benchmark}/{chosen.name}")
-    design = verdicts.Design()
+    values = run_values(ordered, statistic, f"{benchmark}/{chosen.name}")
+    design = Design()
     cal = calibration.aa_calibration(values, block=block, splits=splits,
                                      mde_alpha=design.alpha_at(len(design.looks)),
                                      rng=np.random.default_rng(seed))  # fmt: skip

@@ -1,0 +1,174 @@
+"""The sequential design of a comparison, and what each of its looks concludes (../shared/STATS.md).
+
+Pure: dataclasses in, dataclasses out, no Django.
+  - Design: looks at min_runs, min_runs + step, ... max_runs per side against Lan-DeMets
+    boundaries (power spending alpha t^3, sequential.py); alpha split between the primary
+    statistics (Holm) and the secondary ones (Benjamini-Hochberg), each family controlling
+    its own error, so that a comparison's chance of any false regression or improvement
+    verdict, over every metric and look, is at most alpha; no fewer runs than the floor;
+  - Resolve: the smallest boundary p each family's results may be held to at a look; the
+    permutation counts are raised until these are resolved;
+  - adjust: Holm across the benchmarks' primary metrics, each step at its own level's
+    sequential boundary; Benjamini-Hochberg across the rest;
+  - conclude: each statistic's verdict (verdicts.decide), each benchmark's failure-rate row
+    (verdicts.failure_result), and whether the comparison needs more runs: a primary metric
+    left inconclusive at a look before the last (undecided, or a regression/improvement
+    held back because host contention differs between the sides) asks for the runs up to
+    the next look, unless B is found unreliable.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from stats import defaults, sequential
+from stats.defaults import MIN_RUNS
+from stats.inputs import BenchmarkFailures, MetricInput, run_level_statistics, tails_of
+from stats.verdicts import (
+    RELIABILITY,
+    SEVERITY,
+    Analysis,
+    StatResult,
+    TooFewRuns,
+    check_reportable,
+    decide,
+    failure_result,
+)
+
+
+@dataclass(frozen=True)
+class Design:
+    alpha: float = defaults.ALPHA
+    min_runs: int = MIN_RUNS
+    max_runs: int = defaults.MAX_RUNS
+    step: int = MIN_RUNS  # a look every MIN_RUNS runs per side
+    default_threshold_pct: float = defaults.THRESHOLD_PCT
+    n_perm: int = 9999
+    n_boot: int = 2000
+    n_perm_shape: int = 999
+    seed: int = 0
+    # Contended runs' shares of the two sides further apart than this hold back a
+    # regression/improvement verdict (STATS.md v2 "Host contention"); services pass
+    # settings.RCUBENCH_CONTENTION_IMBALANCE.
+    contention_imbalance: float = defaults.CONTENTION_IMBALANCE
+    # Tests of the orchestrator may run fewer than 24 runs per side; nothing else may.
+    allow_few_runs: bool = False
+    # The share of alpha spent on the secondary statistics (BH); the primary ones (Holm)
+    # get the rest. Each family controls its own error, so a comparison's chance of any
+    # false regression or improvement verdict, over every metric and look, is at most
+    # alpha (Bonferroni across the two families; STATS.md v2's 20-metric target).
+    secondary_share: float = defaults.SECONDARY_SHARE
+
+    def __post_init__(self) -> None:
+        if self.min_runs < MIN_RUNS and not self.allow_few_runs:
+            raise TooFewRuns(f"min_runs {self.min_runs} is below the floor of {MIN_RUNS} runs")
+        if not 2 <= self.min_runs <= self.max_runs or self.step < 1:
+            raise ValueError(f"bad design: runs {self.min_runs}..{self.max_runs} by {self.step}")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha {self.alpha} is not in (0, 1)")
+        if not 0 < self.secondary_share < 1:
+            raise ValueError(f"secondary_share {self.secondary_share} is not in (0, 1)")
+
+    @property
+    def primary_alpha(self) -> float:
+        """What the primary statistics (Holm) may spend over all looks."""
+        return self.alpha * (1 - self.secondary_share)
+
+    @property
+    def secondary_alpha(self) -> float:
+        """What the secondary statistics (BH) may spend over all looks."""
+        return self.alpha * self.secondary_share
+
+    @property
+    def looks(self) -> tuple[int, ...]:
+        looks = list(range(self.min_runs, self.max_runs + 1, self.step))
+        if looks[-1] != self.max_runs:
+            looks.append(self.max_runs)
+        return tuple(looks)
+
+    @cached_property
+    def bounds(self) -> tuple[float, ...]:
+        """|z| boundary per look of a lone primary statistic (level primary_alpha)."""
+        return self.bounds_at(self.primary_alpha)
+
+    def bounds_at(self, level: float) -> tuple[float, ...]:
+        """|z| boundary per look for a test held to `level` overall (Holm's local levels)."""
+        return sequential.sequential_bounds(tuple(n / self.max_runs for n in self.looks), level)
+
+    def look_at(self, n: int) -> int:
+        """1-based index of the last look reached with n runs per side."""
+        if n < self.min_runs:
+            raise TooFewRuns(f"{n} runs per side; at least {self.min_runs} are needed")
+        return sum(1 for look in self.looks if look <= n)
+
+    def alpha_at(self, look: int, level: float | None = None) -> float:
+        """The nominal p boundary at a look: a lone primary statistic's, or at `level`."""
+        bounds = self.bounds if level is None else self.bounds_at(level)
+        return sequential.z_to_p(bounds[look - 1])
+
+
+@dataclass(frozen=True)
+class Resolve:
+    """The smallest boundary p each family's results may be held to at a look: the
+    permutation counts are raised until these are resolved (STATS.md v2)."""
+
+    primary: float  # Holm's first step: the boundary at level alpha / (primary metrics)
+    secondary: float  # BH's first step: the look's boundary / (secondary statistics)
+
+    @classmethod
+    def of(cls, metrics: Sequence["MetricInput"], design: Design, look: int) -> "Resolve":
+        primaries = max(sum(m.primary for m in metrics), 1)
+        per_metric = [len(run_level_statistics(m)) + len(tails_of(m)) for m in metrics]
+        secondaries = max(sum(per_metric) - primaries, 1)
+        return cls(design.alpha_at(look, design.primary_alpha / primaries),
+                   design.alpha_at(look, design.secondary_alpha) / secondaries)  # fmt: skip
+
+
+def adjust(results: list[StatResult], design: Design, look: int) -> None:
+    """Each result's boundary at this look and whether it is crossed.
+
+    Primary statistics (one per benchmark): Holm with group-sequential boundaries (Maurer
+    and Bretz 2013): sorted by p, the j-th of m is held to the look's boundary at level
+    primary_alpha / (m - j + 1), each level with its own spending over the looks, and the
+    steps stop at the first not crossed. Its p_adjusted is Holm's single-look adjusted p,
+    shown for reference. The others: Benjamini-Hochberg, adjusted p against the look's
+    boundary at secondary_alpha.
+    """
+    holm = sorted((r for r in results if r.gated_family == "holm"), key=lambda r: r.p_value)
+    for r, p in zip(holm, sequential.holm([r.p_value for r in holm]), strict=True):
+        r.p_adjusted, r.adjustment = float(p), "holm"
+    going = True
+    for j, r in enumerate(holm):
+        level = design.primary_alpha / (len(holm) - j)
+        boundary = design.alpha_at(look, level)
+        going = going and r.p_value <= boundary
+        r.crossed = going
+        r.details.update(boundary=boundary, holm_level=level)
+    bh = [r for r in results if r.gated_family == "bh"]
+    boundary = design.alpha_at(look, design.secondary_alpha)
+    for r, p in zip(bh, sequential.benjamini_hochberg([r.p_value for r in bh]), strict=True):
+        r.p_adjusted, r.adjustment = float(p), "bh"
+        r.crossed = r.p_adjusted <= boundary
+        r.details["boundary"] = boundary
+
+
+def conclude(
+    results: list[StatResult], design: Design, n: int, failures: Sequence[BenchmarkFailures] = ()
+) -> Analysis:
+    """Adjust the p-values of one look's results, decide each verdict, test each
+    benchmark's failure rate, and say whether the comparison needs more runs."""
+    look = design.look_at(n)
+    adjust(results, design, look)
+    final = look == len(design.looks)
+    for r in results:
+        decide(r, final, design.contention_imbalance)
+        check_reportable(r)
+    pending = any(r.pending for r in results if r.is_primary)
+    reliability = [failure_result(f, look, len(design.looks)) for f in failures]
+    results = results + reliability
+    # B found unreliable: that is the answer, whatever more runs would measure.
+    pending = pending and not any(r.verdict == RELIABILITY for r in reliability)
+    need = design.looks[look] - n if pending and not final else 0
+    results.sort(key=lambda r: (SEVERITY.index(r.verdict), not r.is_primary, r.benchmark,
+                                r.metric, r.statistic))  # fmt: skip
+    return Analysis(results, look, n, max(need, 0), design.bounds)
