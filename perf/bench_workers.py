@@ -71,6 +71,7 @@ def worker(logs: Path, name: str, *args: str) -> subprocess.Popen[bytes]:
 
 def _no_other_workers() -> None:
     """A worker left on this broker (an interrupted earlier run) would take runs too."""
+    # Imported here: after main() has pointed Django at this script's own database.
     from workers.celery_app import app
 
     if others := [name for reply in app.control.ping(timeout=2.0) or [] for name in reply]:
@@ -78,6 +79,7 @@ def _no_other_workers() -> None:
 
 
 def wait_ready(names: list[str], procs: list[subprocess.Popen[bytes]]) -> None:
+    # Imported here: after main() has pointed Django at this script's own database.
     from workers.celery_app import app
 
     deadline = time.monotonic() + 120
@@ -94,6 +96,7 @@ def seed() -> dict[str, Any]:
     it (every benchmark's Kconfig), is done with the real kernel."""
     from django.utils import timezone
 
+    # Imported here: after main() has pointed Django at this script's own database.
     from benchmarks.registry import BENCHMARKS, kconfig_for
     from engine.build import kconfig
     from engine.build.arch import profile
@@ -124,6 +127,7 @@ def measure(n: int, runs: int, seeded: dict[str, Any], logs: Path) -> dict[str, 
     import redis
     from django.db import transaction
 
+    # Imported here: after main() has pointed Django at this script's own database.
     from webapp import dispatch
     from webapp.comparisons.models import Comparison, ComparisonState, Measurement, Run
     from webapp.states import Result, State

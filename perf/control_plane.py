@@ -227,6 +227,7 @@ def measure(hosts: int, k: int, args: argparse.Namespace, env: dict[str, str], r
     from django.db import connection
     from django.db.models import Q
 
+    # Imported here: after main() has pointed Django at this script's own database.
     from webapp import dispatch
     from webapp.comparisons import orchestrator
     from webapp.comparisons.models import Comparison, ComparisonState, Run
@@ -389,6 +390,7 @@ def seed(root: Path) -> dict[str, Any]:
     comparison asks for (the cache key request_build looks up), a dummy image each."""
     from django.utils import timezone
 
+    # Imported here: after main() has pointed Django at this script's own database.
     from benchmarks.registry import BENCHMARKS, kconfig_for
     from engine.build import kconfig
     from engine.build.arch import profile
@@ -554,6 +556,7 @@ def main() -> None:
         import django
 
         django.setup()
+        # Imported here: after main() has pointed Django at this script's own database.
         from engine.vm.images import build_initramfs, busybox_for
 
         build_initramfs("x86_64", data / "images", busybox_for("x86_64", data))  # once, cached

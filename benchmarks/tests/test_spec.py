@@ -1,5 +1,8 @@
 import pytest
 
+from benchmarks import spec
+from benchmarks.bpf_slab.spec import DELAYS_MS
+from benchmarks.registry import BENCHMARKS
 from benchmarks.spec import BenchmarkSpec, Better, FigureLine, FigureSpec, Kind, Metric
 
 
@@ -102,9 +105,6 @@ def test_invalid_figures_are_refused(figure, message):
 
 
 def test_every_registered_figure_is_valid_and_bpf_slab_sweeps_its_delays():
-    from benchmarks.bpf_slab.spec import DELAYS_MS
-    from benchmarks.registry import BENCHMARKS
-
     for b in BENCHMARKS.values():
         for fig in b.spec.figures:
             assert set(fig.metrics()) <= {m.name for m in b.spec.metrics}
@@ -121,8 +121,6 @@ def test_the_spec_module_imports_only_the_standard_library():
     import ast
     import inspect
     import sys
-
-    from benchmarks import spec
 
     tree = ast.parse(inspect.getsource(spec))
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)

@@ -101,6 +101,8 @@ class RunAdmin(admin.ModelAdmin):
 
     @admin.action(description="End stale running runs now (reaper)")
     def reap_stale(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        # Imported here: admin modules load at django.setup(), and the run service loads the
+        # VM runner and libvirt (tests/test_layers.py holds that setup loads neither).
         from webapp.comparisons.runs import reap_stale_runs
 
         self.message_user(request, f"{reap_stale_runs()} stale run(s) marked incomplete.")

@@ -27,8 +27,10 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from benchmarks.registry import BENCHMARKS, kconfig_for
+from stats.verdicts import RELIABILITY, TooFewRuns
 from webapp import access, dispatch, logs
 from webapp.access import AnyUser
+from webapp.analysis.services import analyse_comparison, analyse_failures
 from webapp.comparisons.models import Comparison, ComparisonState, Run
 from webapp.comparisons.schedule import abba_slots, replacement_pairs
 from webapp.states import Result, State, finish_step, log_state
@@ -152,8 +154,6 @@ def _end_on_failures(c: Comparison, run: Run, attempts: int) -> None:
     comparison's answer: it ends ok with the verdict reliability-regression, having done
     its job. Otherwise (host failures, which never count, or an excess the test does not
     find) it ends failed as runs-failed."""
-    from stats.verdicts import RELIABILITY
-    from webapp.analysis.services import analyse_failures
 
     slot = (f"{run.benchmark} side {run.side}: one run slot failed {attempts} times; "
             f"last: {run.error_code}: {run.error_message}")  # fmt: skip
@@ -180,8 +180,6 @@ def _failure_summary(benchmark: str, details: dict[str, object], p: float) -> st
 
 def conclude_look(comparison_id: int) -> None:
     """The analysis step: run the engine on the counted runs, then extend or finish."""
-    from stats.verdicts import TooFewRuns
-    from webapp.analysis.services import analyse_comparison
 
     c = Comparison.objects.get(pk=comparison_id)
     if c.state != ComparisonState.ANALYSING:

@@ -12,13 +12,21 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from benchmarks.cmdline import compose
+from benchmarks.registry import get
+from benchmarks.spec import ParseError, RunContext
+from engine.build.artifacts import ArtifactError
 from engine.run import outcomes
 from engine.run.console import RunOutcome, clip, console_bytes
 from engine.vm import runner
+from engine.vm.domain import VMSpec
+from engine.vm.images import ImageError, build_initramfs, busybox_for
 from webapp.comparisons.consoles import console_dir
 from webapp.comparisons.models import Measurement, Run
+from webapp.lab.services import run_on_host
 from webapp.states import Result, State, end_silent_steps, finish_step, heartbeat, log_state
 from webapp.text import storable
+from webapp.trees.services import kernel_image
 
 if TYPE_CHECKING:
     from benchmarks.registry import Benchmark
@@ -57,12 +65,6 @@ def execute_run(run_id: int) -> Run | None:
     console into Measurements. Returns None when the run is not queued any more (a
     duplicate delivery does nothing). Infrastructure failures are recorded with their code
     and the console, never as data."""
-    from benchmarks.cmdline import compose
-    from benchmarks.registry import get
-    from engine.build.artifacts import ArtifactError
-    from engine.vm.domain import VMSpec
-    from engine.vm.images import ImageError, build_initramfs, busybox_for
-    from webapp.trees.services import kernel_image
 
     now = timezone.now()
     claimed = Run.objects.filter(pk=run_id, state=State.QUEUED).update(
@@ -126,7 +128,6 @@ def _execute_on_lab(
     run: Run, bench: "Benchmark", kernel: Path, initrd: Path, cmdline: str, console_log: Path
 ) -> Run | None:
     """The run on a host of its lab pool (webapp/lab/services.py), recorded as a VM run is."""
-    from webapp.lab.services import run_on_host
 
     ended: list[Run | None] = [None]
 
@@ -146,7 +147,6 @@ def record_outcome(run: Run, bench: "Benchmark", out: RunOutcome) -> Run | None:
     RCUBENCH_CONSOLE_KEEP_BYTES of it), timings, and the measurements of an ok boot whose
     console parses, else the failure with its reason. Nothing in the console (any byte, any
     length) can make this fail: a run is never lost to what its kernel printed."""
-    from benchmarks.spec import ParseError, RunContext
 
     run.console_log = storable(clip(out.console, settings.RCUBENCH_CONSOLE_KEEP_BYTES))
     run.wall_seconds, run.ready_seconds = out.wall_seconds, out.ready_seconds

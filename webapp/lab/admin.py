@@ -21,6 +21,8 @@ class LabHostAdmin(admin.ModelAdmin):
 
     @admin.action(description="Read arch, kernel and CPU topology from the hosts (ssh)")
     def probe_hosts(self, request: HttpRequest, queryset: QuerySet[LabHost]) -> None:
+        # Imported here, as in the actions below: admin modules load at django.setup(), and
+        # the lab service loads the ssh engine (paramiko), which setup must not.
         from engine.lab.ssh import SSHError
         from webapp.lab.services import probe
 
@@ -34,6 +36,7 @@ class LabHostAdmin(admin.ModelAdmin):
 
     @admin.action(description="Enable again (after repair): available for runs")
     def enable_hosts(self, request: HttpRequest, queryset: QuerySet[LabHost]) -> None:
+        # Imported here: the lab service loads paramiko (see probe_hosts).
         from webapp.lab.services import enable
 
         for host in queryset.filter(state=LabHost.State.DISABLED):
@@ -41,6 +44,7 @@ class LabHostAdmin(admin.ModelAdmin):
 
     @admin.action(description="Disable: take out of the pool")
     def disable_hosts(self, request: HttpRequest, queryset: QuerySet[LabHost]) -> None:
+        # Imported here: the lab service loads paramiko (see probe_hosts).
         from webapp.lab.services import disable
 
         for host in queryset.exclude(state=LabHost.State.DISABLED):

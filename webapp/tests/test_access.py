@@ -14,6 +14,7 @@ from tests.support.factories import (
     TreeFactory,
     UserFactory,
 )
+from webapp import access
 from webapp.comparisons.models import Comparison
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
 from webapp.trees.models import TreeMembership
@@ -114,8 +115,6 @@ def test_only_members_submit_and_a_tree_sets_the_default_visibility():
 
 
 def test_cancel_rights_submitter_tree_admin_and_staff(embargoed):
-    from webapp import access
-
     c = embargoed[0]
     tree = c.revision_a.tree
     submitter = MembershipFactory.create(tree=tree).user

@@ -16,7 +16,10 @@ from django.utils import timezone
 from engine.build import builder, kconfig
 from engine.build.arch import profile
 from engine.build.artifacts import ArtifactError, fetch_image, file_sha256, prune_cache
+from engine.build.git import run_git
+from engine.build.patches import SeriesError, parse_mbox
 from engine.build.sandbox import Limits
+from engine.build.sources import UnsafeSourceError, validate_tree_url
 from webapp import dispatch, logs
 from webapp.states import Result, State, end_silent_steps, finish_step, log_state
 from webapp.text import storable
@@ -197,8 +200,6 @@ def store_series(mbox: bytes) -> PatchSeries:
     """
     import hashlib
 
-    from engine.build.patches import SeriesError, parse_mbox
-
     limit = settings.RCUBENCH_MAX_MBOX_BYTES
     if len(mbox) > limit:
         raise InvalidSeries(f"the mbox is {len(mbox)} bytes; the limit is {limit}")
@@ -247,8 +248,6 @@ def register_local_tree(path: Path) -> Tree:
     command). Anything else is refused: the build mirrors borrow its objects directory."""
     from django.utils.text import slugify
 
-    from engine.build.sources import UnsafeSourceError, validate_tree_url
-
     url = str(path.resolve())
     try:
         validate_tree_url(url, allow_local=True)
@@ -269,8 +268,6 @@ def register_local_tree(path: Path) -> Tree:
 
 
 def _is_bare_repository(path: Path) -> bool:
-    from engine.build.git import run_git
-
     if not path.is_dir():  # a file could be a gitfile ("gitdir: ...") naming another repo
         return False
     # With --git-dir, git does not search parent directories: a work tree or any other

@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks.cmdline import compose
 from benchmarks.registry import get
+from engine.vm import images
 from engine.vm.images import INIT
 
 BUSYBOX = shutil.which("busybox")
@@ -49,7 +50,6 @@ def test_the_run_service_command_line_gives_the_guest_the_benchmarks_own(tmp_pat
 
 def test_the_image_key_covers_the_shared_guest_headers(tmp_path, monkeypatch):
     """A change of benchmarks/include/*.h rebuilds the initramfs, as a program's does."""
-    from engine.vm import images
 
     include = tmp_path / "include"
     include.mkdir()

@@ -273,9 +273,6 @@ def test_a_queued_alert_whose_message_was_lost_is_sent_again(
 
     from django.utils import timezone
 
-    from webapp.alerts import services
-    from webapp.alerts.models import Alert
-
     c = make_comparison()
     now = timezone.now()
 

@@ -20,6 +20,7 @@ from tests.support.factories import (
     UserFactory,
 )
 from webapp.api import services
+from webapp.celery import app
 from webapp.comparisons.models import Comparison, Run
 from webapp.trees.models import Tree, TreeMembership
 
@@ -45,7 +46,6 @@ def _throttle_cache(settings):
 def sent(monkeypatch) -> list[tuple[str, tuple]]:
     """Tasks the API sends (after a commit: live-server tests commit), recorded instead of
     sent: no broker, least of all the one a `make up` worker on this machine consumes."""
-    from webapp.celery import app
 
     sent: list[tuple[str, tuple]] = []
     monkeypatch.setattr(app, "send_task", lambda name, args=(), **kw: sent.append((name, args)))

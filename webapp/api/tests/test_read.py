@@ -10,6 +10,8 @@ import pytest
 from django.core.serializers.json import DjangoJSONEncoder
 
 from benchmarks import registry
+from tests.support.factories import ComparisonFactory, PatchSeriesFactory
+from webapp.api.serializers import ComparisonSerializer
 from webapp.comparisons.models import Comparison
 from webapp.trees.models import Tree
 
@@ -190,8 +192,6 @@ def test_filters(world, client_for):
 
 
 def test_pagination(world, client_for):
-    from tests.support.factories import ComparisonFactory
-
     for _ in range(4):
         ComparisonFactory.create(revision_a=world.public.revision_a,
                                  revision_b=world.public.revision_b)  # fmt: skip
@@ -219,8 +219,6 @@ def test_pagination(world, client_for):
 
 
 def test_the_list_takes_a_constant_number_of_queries(world, anon, django_assert_max_num_queries):
-    from tests.support.factories import ComparisonFactory
-
     for _ in range(30):
         ComparisonFactory.create(revision_a=world.public.revision_a,
                                  revision_b=world.public.revision_b)  # fmt: skip
@@ -231,8 +229,6 @@ def test_the_list_takes_a_constant_number_of_queries(world, anon, django_assert_
 def test_list_rows_are_the_serializers_and_follow_every_change_they_show(world, anon):
     """The list serves rows from a per-process memo (services.comparison_rows): each equals
     the serializer's output, and any value a row shows makes a new one when it changes."""
-    from tests.support.factories import PatchSeriesFactory
-    from webapp.api.serializers import ComparisonSerializer
 
     def listed() -> dict:
         rows = anon.get("/api/v1/comparisons/").json()["results"]

@@ -19,6 +19,7 @@ from tests.support.factories import (
     UserFactory,
 )
 from webapp.api import services as api
+from webapp.celery import app
 from webapp.comparisons.management.commands.compare import Command
 from webapp.comparisons.models import Comparison, ComparisonState
 from webapp.comparisons.summary import report_url
@@ -31,7 +32,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def sent(monkeypatch) -> list[tuple[str, tuple]]:
     """Tasks sent after a submission commits, recorded instead of sent (no broker)."""
-    from webapp.celery import app
 
     sent: list[tuple[str, tuple]] = []
     monkeypatch.setattr(app, "send_task", lambda name, args=(), **kw: sent.append((name, args)))

@@ -13,6 +13,7 @@ from engine.run.console import RunOutcome
 from engine.run.hostload import HostLoad
 from tests.support.factories import RunFactory
 from webapp.comparisons import consoles, runs
+from webapp.comparisons.consoles import prune_console_dirs
 from webapp.comparisons.models import Measurement, Run
 from webapp.states import Result, State
 from webapp.text import storable
@@ -136,8 +137,6 @@ def test_deleting_a_run_or_its_comparison_removes_its_console_files(
 
 
 def test_the_prune_task_removes_console_dirs_whose_run_is_gone_and_only_those(data_dir):
-    from webapp.comparisons.consoles import prune_console_dirs
-
     kept = RunFactory.create()
     kept_file = _console_file(kept.pk)
     orphans = [_console_file(pk) for pk in (kept.pk + 1000, kept.pk + 1001)]

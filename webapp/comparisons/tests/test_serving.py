@@ -10,6 +10,7 @@ import pytest
 from django.utils import timezone
 
 from tests.support.factories import TreeFactory
+from webapp.celery import app
 from webapp.comparisons.models import Comparison, ServedQueue, Target
 from webapp.comparisons.serving import (
     forget_worker,
@@ -140,8 +141,6 @@ def _wait(what: str, until, seconds: float, logs) -> None:
 
 
 def test_a_worker_serves_a_target_added_while_it_runs(celery_processes):
-    from webapp.celery import app
-
     _target("lab-old")  # matches, but disabled before the worker starts
     Target.objects.filter(name="lab-old").update(enabled=False)
     # Enabled, but not matching: the queue it starts on (RCUBENCH_BENCH_TARGETS) is cancelled.

@@ -19,7 +19,6 @@ def test_verdict_rows_primary_first_then_most_severe(done_comparison):
 
 def test_verdict_row_text():
     c = ComparisonFactory.create(benchmarks=["bpf-slab"])
-    from tests.support.factories import MetricVerdictFactory
 
     v = MetricVerdictFactory.create(
         comparison=c, benchmark="bpf-slab", metric="slab_kb_peak_d0", statistic="value",

@@ -16,6 +16,7 @@ from tests.support.factories import (
     RevisionFactory,
     RunFactory,
 )
+from webapp.analysis.services import analyse_failures
 from webapp.reports.tests.conftest import RUNS_PER_SIDE, VERDICTS_IN_REPORT_ORDER, WRITER_SAMPLES
 
 pytestmark = pytest.mark.django_db
@@ -229,7 +230,6 @@ def test_report_shows_the_cross_checks_beside_the_primary_p_and_marks_each_p(
 def unreliable_b(done_comparison):
     """done_comparison where B's kernel panics in 11 of 14 boots and A's never does (23
     boots); one lost run on A is the host's. The failure-rate test stored as at a stop."""
-    from webapp.analysis.services import analyse_failures
 
     c = done_comparison
     order = c.runs.count()

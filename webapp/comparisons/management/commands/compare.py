@@ -12,6 +12,7 @@ from django.db import transaction
 from tqdm import tqdm
 
 from stats import defaults
+from webapp.celery import app
 from webapp.comparisons import orchestrator, remote
 from webapp.comparisons.models import Comparison, ComparisonState
 from webapp.comparisons.progress import Progress, progress
@@ -139,8 +140,6 @@ class Command(BaseCommand):
             raise CommandError(f"--tree: {exc}") from None
 
     def _require_worker(self) -> None:
-        from webapp.celery import app
-
         deadline = time.monotonic() + 30  # a worker `make up` just started takes seconds
         while not app.control.ping(timeout=2):
             if time.monotonic() > deadline:

@@ -43,8 +43,9 @@ class Command(BaseCommand):
             host = self._save(options)
         if options["no_probe"]:
             return
+        # Imported here: probing loads the ssh engine (paramiko), which --no-probe never needs.
         from engine.lab.ssh import SSHError
-        from webapp.lab.services import probe  # loads the ssh engine
+        from webapp.lab.services import probe
 
         try:
             probe(host)
