@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup up down demo test lint typecheck pytest layers
+.PHONY: setup up down demo test check lint typecheck pytest layers
 
 setup:  ## install and start everything rcubench needs (idempotent)
 	bash scripts/setup.sh
@@ -17,8 +17,19 @@ demo: up  ## a real comparison: base vs base + demo/ example patch, verdicts and
 down:  ## stop what `make up` started
 	bash scripts/service.sh down
 
-test: setup  ## the whole suite: lint, types, layer rule, tests
+test: setup  ## the whole suite, as CI runs it: lint, types, import contracts, every test
 	$(MAKE) --no-print-directory lint typecheck layers pytest
+
+# The developer's loop: the same checks, and the tests that need at most the database
+# (the root conftest.py marks `system` every test that builds, boots, spawns, serves or
+# deploys). Not `check: setup`: setup acts as root (Debian packages, services, the kernel
+# tree) and checks all of it on every run, which the loop need not pay. What the loop needs
+# stays where one `make setup` left it: the virtualenv, PostgreSQL and Redis running, the
+# .env, the default kernel tree (the preflight tests read it). Run `make setup` again after
+# a reboot or a change to requirements/.
+check:  ## lint, types, import contracts and the tests that are not `system`: minutes
+	$(MAKE) --no-print-directory lint typecheck layers
+	$(VENV)/bin/pytest -m "not system" $(PYTEST_ARGS)
 
 lint:
 	$(VENV)/bin/ruff check .

@@ -1,25 +1,73 @@
 """Fixtures shared by the whole suite, among them a real Celery worker process on the real
-Redis broker, writing to the test database."""
+Redis broker, writing to the test database (tests/support/workers.py); and the two tiers:
+every test that builds, boots, spawns, serves or deploys is marked `system` here, so that
+`make check` runs the rest (`pytest -m "not system"`) and `make test` runs everything."""
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
-import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kombu import pools as kombu_pools
 
+from benchmarks.registry import BENCHMARKS, kconfig_for
+from engine.build.builder import BuildRequest, BuildSettings, build_kernel
+from tests.support.workers import WorkerProcesses
+from workers.celery_app import app
+
 pytest_plugins = ["tests.support.browser"]  # the `browser` fixture: real headless Chromium
+
+ROOT = Path(__file__).resolve().parent
+
+# --- Two tiers: `system` marks what builds, boots, spawns, serves or deploys -------------
+# A test that uses one of these fixtures, directly or through another fixture (pytest's
+# item.fixturenames holds them all), is a system test: `make check` leaves it to `make test`.
+SYSTEM_FIXTURES = {
+    # Kernel builds on the default tree (Debian's linux-source-6.12): the session's kernels,
+    # the data dir of their mirrors, slots and artifacts (and of the initramfs images and
+    # boots built on it), and the build settings and requests the builder tests build with.
+    "x86_kernel_race": "builds the x86_64 kernel",
+    "x86_kernel": "builds the x86_64 kernel",
+    "ppc64le_kernel": "cross-builds the ppc64le kernel",
+    "kernel_data_dir": "holds kernel mirrors, builds, images and boots",
+    "build_settings": "builds on the session's kernel data dir",
+    "kernel_request": "builds the default kernel tree",
+    "kernel_mirror": "mirrors the whole kernel tree",
+    # Processes, a browser and servers.
+    "celery_processes": "spawns celery worker and beat processes",
+    "browser": "drives a real headless Chromium",
+    "live_server": "serves the app on a live server thread",
+    "standin": "boots the lab stand-in VM",
+}
+# Tests that spawn or deploy by themselves, with no fixture to tell.
+SYSTEM_PATHS = (
+    "tests/deploy/",  # docker compose, debootstrap chroots with Ansible, scripts/setup.sh
+    "webapp/tests/test_web_load.py",  # perf/web_load.py serving the test database with gunicorn
+)
+
+
+def system_reason(item: pytest.Item) -> str | None:
+    """Why `item` is a system test (its first system fixture, or its place), None if not."""
+    for name in getattr(item, "fixturenames", ()):
+        if name in SYSTEM_FIXTURES:
+            return f"{name}: {SYSTEM_FIXTURES[name]}"
+    where = item.path.relative_to(ROOT).as_posix() if item.path.is_relative_to(ROOT) else ""
+    return next((f"{where}: spawns or deploys" for p in SYSTEM_PATHS if where.startswith(p)), None)
+
+
+# tryfirst: the marks are set before `-m` deselects by them. The reason is the mark's
+# argument (item.get_closest_marker("system").args), for whoever wonders why.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if reason := system_reason(item):
+            item.add_marker(pytest.mark.system(reason))
 
 
 @pytest.fixture
@@ -31,7 +79,6 @@ def closed_port() -> int:
     return port
 
 
-ROOT = Path(__file__).resolve().parent
 # Tests use their own Redis database so a `make up` worker on the same machine never steals
 # (and runs against the wrong database) a message a test sent.
 TEST_BROKER_URL = os.environ.get("RCUBENCH_TEST_BROKER_URL", "redis://127.0.0.1:6379/15")
@@ -43,85 +90,6 @@ def _database_url(settings_dict: dict) -> str:
     auth = f"{user}:{password}@" if password else f"{user}@"
     host = settings_dict["HOST"] or "127.0.0.1"
     return f"postgres://{auth}{host}:{settings_dict['PORT'] or 5432}/{settings_dict['NAME']}"
-
-
-class WorkerProcesses:
-    """Real `celery worker` (solo pool) and `celery beat` processes on the test broker,
-    writing to the test database; started, killed and restarted by a test."""
-
-    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
-        self.env, self.log_dir = env, log_dir
-        self.procs: list[subprocess.Popen] = []
-
-    def start_worker(self, pool: str = "solo", **extra_env: str) -> subprocess.Popen:
-        """A worker as the tests need it (solo pool); pool="prefork" starts it as
-        scripts/service.sh does (prefork, no --loglevel: LOG_LEVEL applies)."""
-        log = self.log_dir / f"worker-{len(self.procs)}.log"
-        cmd = [
-            sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
-            "--pool", pool, "--concurrency", "1", "--without-gossip", "--without-mingle",
-            "--hostname", f"test-{uuid.uuid4().hex[:8]}@%h",
-            *(["--loglevel", "INFO"] if pool == "solo" else []),
-        ]  # fmt: skip
-        proc = self._spawn(cmd, log, extra_env)
-        # Its log lines go to RCUBENCH_LOG_FILE when that is set, else to its output.
-        ready_in = Path(extra_env.get("RCUBENCH_LOG_FILE") or log)
-        deadline = time.monotonic() + 60
-        while not ready_in.exists() or "ready." not in ready_in.read_text():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"celery worker did not start:\n{log.read_text()}")
-            time.sleep(0.2)
-        return proc
-
-    def start_beat(self, **extra_env: str) -> subprocess.Popen:
-        log = self.log_dir / f"beat-{len(self.procs)}.log"
-        schedule = self.log_dir / f"beat-{len(self.procs)}.schedule"
-        cmd = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "beat",
-               "--loglevel", "INFO", "--schedule", str(schedule)]  # fmt: skip
-        return self._spawn(cmd, log, extra_env)
-
-    def _spawn(self, cmd: list[str], log: Path, extra_env: dict[str, str]) -> subprocess.Popen:
-        with log.open("w") as out:
-            proc = subprocess.Popen(cmd, cwd=ROOT, env={**self.env, **extra_env}, stdout=out,
-                                    stderr=subprocess.STDOUT)  # fmt: skip
-        proc.log_path = log  # type: ignore[attr-defined]
-        self.procs.append(proc)
-        return proc
-
-    def wait_for(self, what: Callable[[], Any], timeout: float, step: float = 0.25) -> Any:
-        """What `what()` returns once it is truthy, asked every `step` seconds; the test
-        fails with the workers' logs after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if got := what():
-                return got
-            time.sleep(step)
-        pytest.fail(f"timed out after {timeout:.0f} s\n{self.logs()}")
-
-    def until_done(self, comparison: Any, timeout: float = 300) -> Any:
-        """`comparison` (a Comparison), refreshed, once its state is done."""
-
-        def ended() -> bool:
-            comparison.refresh_from_db()
-            return bool(comparison.state == "done")
-
-        self.wait_for(ended, timeout)
-        return comparison
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {p.log_path.name}\n{p.log_path.read_text()[-6000:]}"  # type: ignore[attr-defined]
-                         for p in self.procs)  # fmt: skip
-
-    def stop_all(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 @pytest.fixture(autouse=True)
@@ -149,8 +117,6 @@ def _tasks_go_to_the_test_broker() -> None:
     """Every task a test sends (a submission's first step, sent on commit in live-server
     tests) goes to the test broker, never to the default one that a `make up` worker on
     this machine consumes; celery_processes purges what is left there before it starts."""
-    from workers.celery_app import app
-
     _use_broker(app, TEST_BROKER_URL)
 
 
@@ -158,8 +124,6 @@ def _tasks_go_to_the_test_broker() -> None:
 def celery_processes(transactional_db, tmp_path) -> Iterator[WorkerProcesses]:
     """Start workers (and beat) on demand against the test database; stop them afterwards."""
     from django.db import connection
-
-    from workers.celery_app import app
 
     original_url = app.conf.broker_url
     _use_broker(app, TEST_BROKER_URL)
@@ -206,8 +170,6 @@ BASE_TAG = "v6.12.117-debian"
 
 
 def _bench_fragment() -> tuple[str, ...]:
-    from benchmarks.registry import BENCHMARKS, kconfig_for
-
     return kconfig_for(BENCHMARKS)
 
 
@@ -224,8 +186,6 @@ def kernel_data_dir() -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def build_settings(kernel_data_dir):
-    from engine.build.builder import BuildSettings
-
     return BuildSettings(
         root=kernel_data_dir / "build",
         mirrors=kernel_data_dir / "mirrors",
@@ -237,7 +197,6 @@ def build_settings(kernel_data_dir):
 @pytest.fixture(scope="session")
 def kernel_request():
     """BuildRequest for the default tree at BASE_TAG with every benchmark's Kconfig."""
-    from engine.build.builder import BuildRequest
 
     def make(**kw: object) -> BuildRequest:
         fields: dict[str, object] = {
@@ -256,8 +215,6 @@ def kernel_request():
 def x86_kernel_race(build_settings, kernel_request):
     """The session's x86_64 benchmark kernel, requested twice at the same moment: one
     request builds it, the other waits and gets the stored artifact."""
-    from engine.build.builder import build_kernel
-
     barrier = threading.Barrier(2)
 
     def one(_: int):
@@ -275,6 +232,4 @@ def x86_kernel(x86_kernel_race):
 
 @pytest.fixture(scope="session")
 def ppc64le_kernel(build_settings, kernel_request):
-    from engine.build.builder import build_kernel
-
     return build_kernel(kernel_request(arch="ppc64le"), build_settings)

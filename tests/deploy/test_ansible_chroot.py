@@ -47,10 +47,9 @@ NO_INIT_TASKS = {
 
 
 def _chroot_test(test):
-    """Slow, and only as root with debootstrap (ansible-lint needs neither)."""
+    """Only as root with debootstrap (ansible-lint needs neither)."""
     test = pytest.mark.skipif(shutil.which("debootstrap") is None, reason="no debootstrap")(test)
-    test = pytest.mark.skipif(os.geteuid() != 0, reason="debootstrap and chroot need root")(test)
-    return pytest.mark.slow(test)
+    return pytest.mark.skipif(os.geteuid() != 0, reason="debootstrap and chroot need root")(test)
 
 
 def _log(message: str) -> None:

@@ -144,7 +144,6 @@ def test_a_build_past_its_time_limit_is_killed_and_reported(
     assert "killed after" in err.value.message or "no time left" in err.value.message
 
 
-@pytest.mark.slow
 def test_ppc64le_cross_build(ppc64le_kernel):
     out = ppc64le_kernel
     kind = subprocess.run(["file", "-b", str(out.image)], capture_output=True, text=True)

@@ -14,8 +14,6 @@ from engine.lab.runner import LabJob, probe, restore, run_lab
 from engine.lab.ssh import Endpoint, SSHError, answers, connect
 from engine.lab.tests.standin import VIRSH, powered_on, with_power
 
-pytestmark = pytest.mark.slow
-
 LAB_CMDLINE = "console=ttyS0 panic=-1 rcubench.end=reboot"
 
 

@@ -6,13 +6,14 @@ import sys
 import time
 from pathlib import Path
 
+import libvirt
 import pytest
 
 from benchmarks.registry import get
 from benchmarks.spec import RCUSCALE_IDLE, RunContext
 from engine.run.console import console_bytes
-from engine.vm.domain import VMSpec, pinning
-from engine.vm.runner import run_vm
+from engine.vm.domain import VMSpec, domain_xml, pinning
+from engine.vm.runner import destroy_leftovers, run_vm
 
 from .conftest import URI
 
@@ -48,7 +49,6 @@ def test_each_benchmark_boots_on_x86_64_and_gives_metrics(bench, x86_kernel, ini
     assert not any(v < 0 for values in parsed.values() for v in values)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("bench", ["sync-rcu-latency", "smt-toggle"])
 def test_benchmark_boots_on_ppc64le_pseries_smt8(bench, ppc64le_kernel, initramfs, tmp_path):
     # pseries 1 x 1 x 8 under TCG: QEMU 10.0 (backports); 7.2 refuses threads > 1.
@@ -101,11 +101,6 @@ def test_an_image_that_is_not_a_kernel_fails_to_boot(initramfs, kernel_data_dir,
 def test_leftovers_of_a_killed_worker_are_destroyed_and_only_its_targets(
     x86_kernel, initramfs, tmp_path
 ):
-    import libvirt
-
-    from engine.vm.domain import domain_xml
-    from engine.vm.runner import destroy_leftovers
-
     conn = libvirt.open(URI)
     try:
         mine = _spec(x86_kernel, initramfs["x86_64"], tmp_path, RCUSCALE_IDLE)
@@ -146,7 +141,6 @@ def test_a_guest_flooding_its_console_ends_as_console_overflow(x86_kernel, initr
 CONTENTION_SHARE = 0.25
 
 
-@pytest.mark.slow
 def test_a_boot_beside_a_cpu_hog_is_contended_and_a_quiet_one_is_not(
     x86_kernel, initramfs, tmp_path
 ):
