@@ -8,9 +8,12 @@ Each (tree, arch, config) has one persistent slot: a worktree and an object dire
 Moving the worktree to another sha rewrites only the files that differ, so make and ccache
 rebuild incrementally. Failures raise BuildError with the code the Build row records.
 
-Trust: a build of a ref of a registered tree is trusted (operators and tree admins chose
-the tree); a build that applies a submitter's patch series is not, since the series can
-change any Makefile. Only trusted builds write the slot's object directory and the ccache.
+Trust: a build of the tree's own history is trusted (operators and tree admins chose the
+tree): a commit a branch or tag of its mirror reaches (`git.published`). Anything else is
+not: a build that applies a submitter's patch series, since the series can change any
+Makefile, and a commit only a forge's refs reach (a pull request's head, named by its sha),
+which anyone may have written. Only trusted builds write the slot's object directory and
+the ccache.
 An untrusted build runs in a copy of the slot's object directory, thrown away afterwards,
 with the ccache read-only, so nothing it plants is seen by a later build; host-side code
 reads what any build wrote only through `safefile` (no symlink, FIFO or huge file followed).
@@ -35,6 +38,7 @@ from engine.build.git import (
     GitError,
     ensure_mirror,
     mirror_lock,
+    published,
     resolve,
     run_git,
 )
@@ -133,6 +137,7 @@ class BuildOutcome:
     image: Path
     cached: bool  # True: the stored artifact was returned and make did not run
     seconds: float
+    trusted: bool  # built as the tree's own history (wrote the slot's objects and ccache)
     series: AppliedSeries | None = None
     pruned: tuple[str, ...] = field(default=())
 
@@ -193,6 +198,7 @@ def build_kernel(
             image=store.artifact_dir(key) / str(meta["image"]),
             cached=cached,
             seconds=time.monotonic() - started,
+            trusted=meta.get("trusted") is True,
             series=_applied(meta.get("series")),
             pruned=tuple(pruned),
         )
@@ -220,12 +226,14 @@ def build_kernel(
                 if meta := store.lookup(key):  # built by another request while we waited
                     return outcome(sha, meta, cached=True)
                 pruned = store.ensure_free(settings.min_free_bytes, keep=keep)
-                trusted = series is None
+                untrusted = _untrusted(mirror, base_sha, series)
+                trusted = not untrusted
                 obj = _object_dir(slot_dir, trusted=trusted)
                 try:
-                    files = _compile(arch, src, slot_dir, obj, trusted, sha, merged, settings,
+                    files = _compile(arch, src, slot_dir, obj, untrusted, sha, merged, settings,
                                      note)  # fmt: skip
-                    meta = _meta(sha, base_sha, req, arch, chash, toolchain, started, applied)
+                    meta = _meta(sha, base_sha, req, arch, chash, toolchain, started, applied,
+                                 trusted)  # fmt: skip
                     store.publish(key, files, meta, limit=settings.max_output_file_bytes)
                 except safefile.UnsafeFile as exc:
                     raise BuildError(MAKE_FAILED, f"the build left an unusable file: {exc}",
@@ -251,6 +259,19 @@ def build_kernel(
 UNTRUSTED_OBJ = "obj-untrusted"
 
 
+def _untrusted(mirror: Path, base_sha: str, series: Series | None) -> str:
+    """Why a build of `base_sha` (plus `series`) is untrusted, or "" when it is trusted: the
+    tree's own history, no series."""
+    if series is not None:
+        return "patch series"
+    try:
+        if published(mirror, base_sha):
+            return ""
+    except GitError as exc:
+        raise BuildError(INFRA, f"cannot tell if the tree's history has {base_sha}: {exc}") from exc
+    return "not on a branch or tag of the tree"
+
+
 def _object_dir(slot_dir: Path, *, trusted: bool) -> Path:
     """The slot's own object directory for a trusted build; for an untrusted one, a fresh
     copy of it (make then rebuilds only what the series changed), removed after the build."""
@@ -274,7 +295,7 @@ def _remove(path: Path) -> None:
 
 def _meta(
     sha: str, base_sha: str, req: BuildRequest, arch: ArchProfile, chash: str, toolchain: str,
-    started: float, applied: dict[str, object] | None,
+    started: float, applied: dict[str, object] | None, trusted: bool,
 ) -> dict[str, object]:  # fmt: skip
     return {
         "sha": sha,
@@ -287,6 +308,7 @@ def _meta(
         "image": Path(arch.image_path).name,
         "build_seconds": round(time.monotonic() - started, 1),
         "series": applied,
+        "trusted": trusted,
     }
 
 
@@ -401,13 +423,14 @@ def _compile(
     checkout: Checkout,
     slot_dir: Path,
     obj: Path,
-    trusted: bool,
+    untrusted: str,  # why, or "" for a trusted build
     sha: str,
     merged: str,
     settings: BuildSettings,
     note: Progress,
 ) -> dict[str, Path]:
     src = checkout.path
+    trusted = not untrusted
     inside = slot_dir / "obj"  # where make sees the object dir, whichever it is
     settings.ccache.mkdir(parents=True, exist_ok=True)
     date = checkout.git(["log", "-1", "--format=%cD", sha]).stdout.strip()
@@ -446,7 +469,7 @@ def _compile(
         except (OSError, KeyError, subprocess.CalledProcessError) as exc:
             raise BuildError(INFRA, f"cannot prepare the build sandbox: {exc}") from exc
         log.write(f"# rcubench build of {sha} for {arch.name}, "
-                  f"{'trusted' if trusted else 'untrusted (patch series)'}\n")  # fmt: skip
+                  f"{f'untrusted ({untrusted})' if untrusted else 'trusted'}\n")  # fmt: skip
 
         def step(argv: list[str]) -> int:
             remaining = deadline - time.monotonic()

@@ -5,6 +5,11 @@ config, and dangerous transports off; user-supplied revisions are validated and 
 `--end-of-options` so none can be read as an option. Commands on a build worktree name its
 git directory explicitly (`Checkout`), so git never reads the worktree's `.git` file: a file
 a patch could have rewritten to point at a directory, and config, of its own.
+
+A mirror holds a tree's branches and tags only. Forges advertise refs that anyone may create
+(GitHub's `refs/pull/<n>/head`, GitLab's `refs/merge-requests/<n>/head`), so such refs are
+never fetched, a name resolves only to a branch or a tag, and a build is trusted only when
+its commit is `published`: reachable from a branch or tag of the tree.
 """
 
 import hashlib
@@ -24,9 +29,13 @@ from engine.build.store import flocked
 # Revisions as users write them: names, shas, and ~N / ^N suffixes (HEAD~3, v6.12^).
 _REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]*(?:[~^][0-9]*)*$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+_HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
 # Git sets no limit of its own, but a loose ref is a file whose name is at most 255 bytes
 # (NAME_MAX), and a requested ref is stored in a 255-character column (Revision.ref).
 MAX_REF_LENGTH = 255
+# The refs a mirror fetches and a name may resolve to: the tree's own branches and tags.
+PUBLISHED_REFS = ("refs/heads/", "refs/tags/")
+REFSPECS = tuple(f"+{prefix}*:{prefix}*" for prefix in PUBLISHED_REFS)
 
 
 class GitError(RuntimeError):
@@ -35,6 +44,10 @@ class GitError(RuntimeError):
 
 class BadRefError(ValueError):
     """A revision that is malformed or does not name a commit in the tree."""
+
+
+class UnknownRefError(BadRefError):
+    """A well-formed revision that names no commit in the tree."""
 
 
 def _env() -> dict[str, str]:
@@ -148,7 +161,9 @@ def ensure_mirror(mirrors_dir: Path, url: str, *, allow_local: bool, timeout: fl
     A lock per mirror serialises the first clone and the fetches: concurrent builds of one
     tree would otherwise race on the new directory and on the refs. The first clone is made
     in a temporary `.<name>.XXXX` directory, removed if it fails (a local path that is not a
-    git directory, say).
+    git directory, say). Only branches and tags are fetched (`REFSPECS`, given on the command
+    line, so no configuration can widen them); a mirror made before fetched every ref
+    (`--mirror=fetch`) and is narrowed first.
     """
     validate_tree_url(url, allow_local=allow_local)
     path = mirror_path(mirrors_dir, url)
@@ -162,7 +177,7 @@ def ensure_mirror(mirrors_dir: Path, url: str, *, allow_local: bool, timeout: fl
             tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=mirrors_dir))
             try:
                 run_git(["init", "--bare", "--quiet", str(tmp)])
-                run_git(["remote", "add", "--mirror=fetch", "origin", "--", url], git_dir=tmp)
+                run_git(["remote", "add", "origin", "--", url], git_dir=tmp)
                 if url.startswith("/"):
                     # An operator's local tree stays in place: borrow its objects, not copy.
                     objects = run_git(["rev-parse", "--git-path", "objects"], git_dir=Path(url))
@@ -171,12 +186,32 @@ def ensure_mirror(mirrors_dir: Path, url: str, *, allow_local: bool, timeout: fl
                 tmp.rename(path)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)  # gone already once renamed
-        run_git(["fetch", "--quiet", "--prune", "--tags", "origin"], git_dir=path, timeout=timeout)
+        _narrow(path)
+        run_git(["fetch", "--quiet", "--prune", "origin", *REFSPECS], git_dir=path,
+                timeout=timeout)  # fmt: skip
     return path
 
 
+def _narrow(mirror: Path) -> None:
+    """The mirror's remote fetches branches and tags only, and it holds no other ref: those
+    an earlier `+refs/*:refs/*` brought (refs/pull/..., refs/merge-requests/...) are deleted.
+    Their commits may stay in the object store until git collects them; a build of one by its
+    sha is untrusted (`published`)."""
+    config = run_git(["config", "--get-all", "remote.origin.fetch"], git_dir=mirror, check=False)
+    if config.stdout.split() != list(REFSPECS):
+        run_git(["config", "--unset-all", "remote.origin.mirror"], git_dir=mirror, check=False)
+        run_git(["config", "--replace-all", "remote.origin.fetch", REFSPECS[0]], git_dir=mirror)
+        run_git(["config", "--add", "remote.origin.fetch", REFSPECS[1]], git_dir=mirror)
+    refs = run_git(["for-each-ref", "--format=%(refname)"], git_dir=mirror).stdout.split()
+    if stray := [ref for ref in refs if not ref.startswith(PUBLISHED_REFS)]:
+        deletions = "".join(f"delete {ref}\n" for ref in stray).encode()
+        run_git(["update-ref", "--stdin"], git_dir=mirror, stdin=deletions)
+
+
 def resolve(mirror: Path, rev: str) -> str:
-    """The full sha of the commit `rev` names in the mirror."""
+    """The full sha of the commit `rev` names in the mirror (or in a tree: preflight reads
+    an operator's tree itself). A name must be a branch or a tag (HEAD: the branch it
+    names); a ref anyone may create on a forge (refs/pull/1/head) is refused by name."""
     validate_rev(rev)
     result = run_git(
         ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
@@ -184,8 +219,34 @@ def resolve(mirror: Path, rev: str) -> str:
         check=False,
     )
     if result.returncode != 0:
-        raise BadRefError(f"ref {rev!r} does not name a commit in this tree")
+        raise UnknownRefError(f"ref {rev!r} does not name a commit in this tree")
+    base = re.split(r"[~^]", rev, maxsplit=1)[0]
+    # The ref git took the name for: empty for an object name (a sha, abbreviated or not)
+    # and for a name that is both a branch and a tag; HEAD when detached (its commit is
+    # then trusted only if `published`, as a sha is).
+    full = run_git(
+        ["rev-parse", "--verify", "--quiet", "--symbolic-full-name", "--end-of-options", base],
+        git_dir=mirror, check=False,
+    ).stdout.strip()  # fmt: skip
+    if full and full != "HEAD" and not full.startswith(PUBLISHED_REFS):
+        raise BadRefError(f"ref {rev!r}: {full} is not a branch or tag of this tree")
+    if not full and not _HEX.match(base):
+        raise BadRefError(f"ref {rev!r} is ambiguous (a branch and a tag): name it in full, "
+                          f"refs/heads/{base} or refs/tags/{base}")  # fmt: skip
     return result.stdout.strip()
+
+
+def published(mirror: Path, sha: str) -> bool:
+    """Whether a branch or tag of the mirror reaches commit `sha`: the tree's own history,
+    which a build may trust. A commit only a forge's refs reach, or one a patch series made,
+    is not."""
+    if not _SHA.match(sha):
+        raise BadRefError(f"{sha!r} is not a full sha")
+    # The commits `sha` reaches that no branch or tag reaches: none when it is published.
+    unreached = run_git(
+        ["rev-list", "--max-count=1", sha, "--not", "--branches", "--tags"], git_dir=mirror
+    )
+    return not unreached.stdout.strip()
 
 
 @dataclass(frozen=True)
