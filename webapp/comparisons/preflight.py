@@ -4,11 +4,14 @@ kernel/rcu/tree.c, hunk #1" beside the field at once, not in a failed build minu
 
 Which repository it reads:
 - A local tree (its URL is a path; operators register those): the tree itself, read only.
-  The build's mirror fetches every ref of it, so both resolve the same refs (up to a push
-  in between). The web app may not read the build's data dir (`make up` runs it as an
-  unprivileged user) and writes nothing to the tree: the series is applied to a scratch
-  index and object directory (`engine.build.git.scratch_index`). On the demo tree:
-  resolving a ref takes about 10 ms, checking the two-patch fixture about 0.1 s.
+  The build's mirror fetches its branches and tags, and a name resolves only to one of
+  those, here as there (`engine.build.git.resolve`), so both resolve the same refs (up to
+  a push in between); a sha the mirror borrows from the tree's objects but no branch or tag
+  reaches (a pull request's head) passes here and is built untrusted. The web app may not
+  read the build's data dir (`make up` runs it as an unprivileged user) and writes nothing
+  to the tree: the series is applied to a scratch index and object directory
+  (`engine.build.git.scratch_index`). On the demo tree: resolving a ref takes about 10 ms,
+  checking the two-patch fixture about 0.1 s.
 - A remote tree: the build's mirror on this host, fetched first (as a build would) within
   FETCH_TIMEOUT. A web host without the build data, or one that may not update the mirror,
   skips the check and says so in a log line: cloning a kernel tree takes minutes, far too
@@ -32,7 +35,14 @@ from pathlib import Path
 
 from django.conf import settings
 
-from engine.build.git import BadRefError, GitError, ensure_mirror, mirror_path, resolve
+from engine.build.git import (
+    BadRefError,
+    GitError,
+    UnknownRefError,
+    ensure_mirror,
+    mirror_path,
+    resolve,
+)
 from engine.build.patches import (
     PatchFailed,
     PatchRefused,
@@ -102,12 +112,16 @@ def check(
 
 
 def resolve_ref(git_dir: Path, tree: Tree, ref: str, field: str) -> str:
-    """The sha `ref` names in the tree, or PreflightRefusal on `field`."""
+    """The sha `ref` names in the tree, or PreflightRefusal on `field`: unknown, or not a
+    branch or tag (a forge's refs/pull/1/head, say, which the build's mirror never has)."""
     try:
         return resolve(git_dir, ref)
-    except BadRefError:
+    except UnknownRefError:
         log.info("preflight refused", tree=tree.name, field=field, ref=ref)
         raise PreflightRefusal(field, f"unknown ref {ref!r} in tree {tree.name}") from None
+    except BadRefError as exc:
+        log.info("preflight refused", tree=tree.name, field=field, ref=ref, reason=str(exc))
+        raise PreflightRefusal(field, str(exc)) from None
 
 
 def check_applies(git_dir: Path, base_sha: str, mbox: bytes, *, fuzz: bool = False) -> str:

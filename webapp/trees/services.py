@@ -111,6 +111,7 @@ def execute_build(build_id: int, keep: frozenset[str] = frozenset()) -> Build | 
             artifact_dir=str(outcome.artifact_dir), cached=outcome.cached,
             image_name=outcome.image.name, image_sha256=file_sha256(outcome.image),
             seconds=round(outcome.seconds, 2),
+            context={"trusted": outcome.trusted},  # wrote the shared objects and ccache
         )  # fmt: skip
         if outcome.pruned:
             log.info("build cache pruned", build=build_id, items=list(outcome.pruned))

@@ -14,7 +14,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from engine.build.git import mirror_path, resolve, run_git, scratch_index
+from engine.build.git import ensure_mirror, mirror_path, published, resolve, run_git, scratch_index
 from engine.build.patches import PatchFailed, PatchRefused, check_series, parse_mbox
 from engine.build.tests.conftest import BASE_TAG, DEFAULT_TREE, FIXTURES
 from tests.support.factories import TreeFactory
@@ -251,3 +251,31 @@ def test_the_cli_names_its_option(demo_tree, x86_target, tmp_path):
             call_command("compare", "--no-wait", "--tree", "linux-6.12", *args,
                          stdout=io.StringIO())  # fmt: skip
         _nothing_stored()
+
+
+# --- a forge's refs (security review of 2026-11-26, #2) ----------------------------------
+
+
+def test_a_pull_request_ref_is_refused_by_name_and_its_sha_is_built_untrusted(
+    small, x86_target, tmp_path
+):
+    """The operator's tree holds refs/pull/1/head, as a clone of a GitHub tree does: anyone's
+    commits. Named, it is refused beside the field; by its sha it passes (the build's mirror
+    borrows the tree's objects), and the build engine finds it on no branch or tag."""
+    git_dir, work = Path(small["git_dir"]), Path(small["work"])
+    pull = _git("rev-parse", "HEAD", cwd=work).strip()
+    _git("push", "--quiet", str(git_dir), "HEAD:refs/pull/1/head", cwd=work)
+    tree = TreeFactory.create(name="forge", url=str(git_dir))
+    for field in ("base_ref", "head_ref"):
+        with pytest.raises(SubmissionError) as refused:
+            submit_comparison(_request(tree, **{"base_ref": "v1", field: "pull/1/head"}))
+        assert refused.value.field == field
+        assert refused.value.message == (
+            "ref 'pull/1/head': refs/pull/1/head is not a branch or tag of this tree"
+        )
+        _nothing_stored()
+    comparison = submit_comparison(_request(tree, base_ref="v1", head_ref=pull))
+    mirror = ensure_mirror(tmp_path / "mirrors", tree.url, allow_local=True)
+    assert resolve(mirror, comparison.revision_b.ref) == pull
+    assert not published(mirror, pull)  # builder._untrusted: "not on a branch or tag"
+    assert published(mirror, resolve(mirror, comparison.revision_a.ref))
