@@ -321,16 +321,20 @@ RCUBENCH_ALLOW_FEW_RUNS = env.bool("RCUBENCH_ALLOW_FEW_RUNS", default=False)
 
 # --- REST API (webapp/api: Django REST framework, OpenAPI by drf-spectacular, knox tokens) ---
 # Clients authenticate with a knox token ("Authorization: Token <token>"; per user, stored
-# hashed, revocable: POST /api/v1/tokens/ or the page /accounts/tokens/) or with the session
-# of a logged-in browser. Basic auth (behind django-axes' lockout) is accepted only by the
-# token-creating endpoint. Anonymous clients read public data; writes need an account.
+# hashed, scoped, revocable; created and revoked from a logged-in session: the page
+# /accounts/tokens/ or POST /api/v1/tokens/) or with the session of a logged-in browser.
+# Anonymous clients read public data; writes need an account.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # First: its "WWW-Authenticate: Token" header makes a missing token a 401.
         "webapp.api.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    # A token's scopes on top (read to read, submit to write; 403 naming the scope).
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticatedOrReadOnly",
+        "webapp.api.auth.TokenScopes",
+    ],
     "DEFAULT_PAGINATION_CLASS": "webapp.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
@@ -414,8 +418,9 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "rcubench API",
     "DESCRIPTION": (
         "Submit kernel comparisons and read their runs, raw measurements and verdicts. "
-        "Authenticate with 'Authorization: Token <token>' (create one at /accounts/tokens/ "
-        "or with POST /api/v1/tokens/). A restricted comparison and everything under it is "
+        "Authenticate with 'Authorization: Token <token>' (create one at /accounts/tokens/, "
+        "or with POST /api/v1/tokens/ from a logged-in session; scope read, or read and "
+        "submit to submit and cancel). A restricted comparison and everything under it is "
         "404 to anyone outside its tree's members."
     ),
     "VERSION": "1",
