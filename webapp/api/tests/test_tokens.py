@@ -4,8 +4,10 @@ reads but may not submit or cancel (403 naming the scope); "revoke all" ends eve
 at once."""
 
 import base64
+import importlib
 
 import pytest
+from django.apps import apps as django_apps
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
@@ -142,3 +144,16 @@ def test_the_page_creates_a_scoped_token_and_revokes_all(world, client):
     assert "2 tokens revoked" in client.get("/accounts/tokens/").content.decode()
     assert {_token_client(t).get("/api/v1/tokens/").status_code for t in (read, submit)} == {401}
     assert client.get("/accounts/tokens/revoke-all/").status_code == 405
+
+
+def test_tokens_issued_before_scopes_keep_read_and_submit(world):
+    """The data migration (accounts 0002): a token without a grant row, as every token was
+    before scopes, gets read and submit, so a CLI already set up keeps submitting."""
+    migration = importlib.import_module("webapp.accounts.migrations.0002_grant_issued_tokens")
+    old, token = AuthToken.objects.create(user=world.alice, prefix="rcb_")
+    scoped, _ = services.create_token(world.alice, ["read"])
+    migration.grant_issued(django_apps, None)
+    assert TokenGrant.objects.get(token=old).scopes == ["read", "submit"]
+    assert TokenGrant.objects.get(token=scoped).scopes == ["read"]  # untouched
+    cancel = _token_client(token).post(f"/api/v1/comparisons/{world.public.pk}/cancel/")
+    assert cancel.status_code == 200, cancel.content
