@@ -31,8 +31,9 @@ class UnknownScope(ValueError):
 def normalize_scopes(scopes: Iterable[str]) -> list[str]:
     """`scopes` with read added, in the canonical order; UnknownScope names a bad one."""
     asked = set(scopes)
-    for scope in sorted(asked - set(ALL_SCOPES), key=str):
-        raise UnknownScope(f"unknown scope {scope!r}: the scopes are {', '.join(ALL_SCOPES)}")
+    unknown = sorted(asked - set(ALL_SCOPES), key=str)
+    if unknown:
+        raise UnknownScope(f"unknown scope {unknown[0]!r}: the scopes are {', '.join(ALL_SCOPES)}")
     return [s for s in ALL_SCOPES if s in asked | {Scope.READ}]
 
 
