@@ -44,6 +44,7 @@ SYSTEM_FIXTURES = {
     "browser": "drives a real headless Chromium",
     "live_server": "serves the app on a live server thread",
     "standin": "boots the lab stand-in VM",
+    "nginx_proxy": "serves the app with gunicorn behind nginx",
 }
 # Tests that spawn or deploy by themselves, with no fixture to tell.
 SYSTEM_PATHS = (

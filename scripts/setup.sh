@@ -48,6 +48,9 @@ DEBIAN_PACKAGES=(
   debootstrap e2fsprogs file openssh-client socat
   # Headless browser for the report page's end-to-end test (selenium).
   chromium chromium-driver
+  # A real reverse proxy in front of gunicorn for the login-lockout test
+  # (webapp/accounts/tests/test_lockout_proxy.py); not started as a service.
+  nginx-light
 )
 
 changed=0

@@ -94,7 +94,7 @@ MIDDLEWARE = [
 ]
 
 # --- Accounts: Django's own auth; django-axes first so a locked-out name never reaches the
-# password check. Lockout per (user name, address) after AXES_FAILURE_LIMIT failures.
+# password check. Lockout per (user name, client address) after AXES_FAILURE_LIMIT failures.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -102,6 +102,16 @@ AUTHENTICATION_BACKENDS = [
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_HOURS", default=1.0)  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# The address of that pair is the client's, not the TLS proxy's (which every proxied request
+# arrives from: a per-address lockout would lock a user name for everyone). Trusted proxies in
+# front of gunicorn, each appending to X-Forwarded-For: the client is the entry the outermost
+# one appended; with 0 the header is ignored. Also the API throttles' NUM_PROXIES below.
+# RCUBENCH_API_NUM_PROXIES is its older name.
+RCUBENCH_NUM_PROXIES = env.int(
+    "RCUBENCH_NUM_PROXIES",
+    default=env.int("RCUBENCH_API_NUM_PROXIES", default=1 if RCUBENCH_HTTPS else 0),
+)
+AXES_CLIENT_IP_CALLABLE = "webapp.accounts.clients.client_address"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 LOGIN_URL = "login"
@@ -311,16 +321,20 @@ RCUBENCH_ALLOW_FEW_RUNS = env.bool("RCUBENCH_ALLOW_FEW_RUNS", default=False)
 
 # --- REST API (webapp/api: Django REST framework, OpenAPI by drf-spectacular, knox tokens) ---
 # Clients authenticate with a knox token ("Authorization: Token <token>"; per user, stored
-# hashed, revocable: POST /api/v1/tokens/ or the page /accounts/tokens/) or with the session
-# of a logged-in browser. Basic auth (behind django-axes' lockout) is accepted only by the
-# token-creating endpoint. Anonymous clients read public data; writes need an account.
+# hashed, scoped, revocable; created and revoked from a logged-in session: the page
+# /accounts/tokens/ or POST /api/v1/tokens/) or with the session of a logged-in browser.
+# Anonymous clients read public data; writes need an account.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # First: its "WWW-Authenticate: Token" header makes a missing token a 401.
         "webapp.api.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    # A token's scopes on top (read to read, submit to write; 403 naming the scope).
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticatedOrReadOnly",
+        "webapp.api.auth.TokenScopes",
+    ],
     "DEFAULT_PAGINATION_CLASS": "webapp.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
@@ -349,8 +363,8 @@ REST_FRAMEWORK = {
     },
     # The client address of anonymous throttling: behind the TLS proxy, the last
     # X-Forwarded-For entry (the one the proxy appended); else the peer address, never a
-    # header the client wrote.
-    "NUM_PROXIES": env.int("RCUBENCH_API_NUM_PROXIES", default=1 if RCUBENCH_HTTPS else 0),
+    # header the client wrote. The same count as the login lockout's (above).
+    "NUM_PROXIES": RCUBENCH_NUM_PROXIES,
     "EXCEPTION_HANDLER": "webapp.api.errors.exception_handler",
 }
 # Throttle counters must be shared by every web process (gunicorn runs 2 locally, 3 in
@@ -404,8 +418,9 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "rcubench API",
     "DESCRIPTION": (
         "Submit kernel comparisons and read their runs, raw measurements and verdicts. "
-        "Authenticate with 'Authorization: Token <token>' (create one at /accounts/tokens/ "
-        "or with POST /api/v1/tokens/). A restricted comparison and everything under it is "
+        "Authenticate with 'Authorization: Token <token>' (create one at /accounts/tokens/, "
+        "or with POST /api/v1/tokens/ from a logged-in session; scope read, or read and "
+        "submit to submit and cancel). A restricted comparison and everything under it is "
         "404 to anyone outside its tree's members."
     ),
     "VERSION": "1",

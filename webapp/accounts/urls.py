@@ -10,6 +10,8 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("password/", views.PasswordChange.as_view(), name="password-change"),
     path("tokens/", views.tokens, name="api-tokens"),
+    path("tokens/revoke-all/", views.revoke_all, name="api-token-revoke-all"),
     path("tokens/<slug:token_key>/revoke/", views.revoke_token, name="api-token-revoke"),
 ]

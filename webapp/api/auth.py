@@ -1,13 +1,16 @@
 """Token authentication: knox's hashed, per-user, revocable tokens, hardened against a
-header that is not a token at all (any bytes a client sends are a 401, never a 500)."""
+header that is not a token at all (any bytes a client sends are a 401, never a 500); and
+what a token may do: its scopes (webapp/accounts/tokens.py), and never manage tokens."""
 
 import binascii
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from knox.auth import TokenAuthentication as KnoxTokenAuthentication
-from rest_framework import authentication, exceptions
+from rest_framework import exceptions, permissions
+
+from webapp.accounts import tokens
+from webapp.accounts.models import Scope
 
 # knox tokens: an optional prefix of up to 10 characters and 64 hex digits.
 MAX_TOKEN_LENGTH = 10 + 64
@@ -26,28 +29,37 @@ class TokenAuthentication(KnoxTokenAuthentication):
         return super().authenticate_credentials(token)
 
 
-class BasicAuthentication(authentication.BasicAuthentication):
-    """User name and password (only where a token is created), behind django-axes: after
-    AXES_FAILURE_LIMIT failures a name is locked out from that address, and says so."""
-
-    def authenticate_credentials(self, userid: str, password: str, request: Any = None) -> Any:
-        try:
-            return super().authenticate_credentials(userid, password, request)
-        except exceptions.AuthenticationFailed:
-            if getattr(request, "axes_locked_out", False):
-                raise exceptions.AuthenticationFailed(
-                    "too many failed attempts: logging in as this user from this address is "
-                    f"locked for {settings.AXES_COOLOFF_TIME:g} h"
-                ) from None
-            raise
+def _by_token(request: Any) -> bool:
+    return isinstance(request.successful_authenticator, KnoxTokenAuthentication)
 
 
-class BasicScheme(OpenApiAuthenticationExtension):
-    target_class = "webapp.api.auth.BasicAuthentication"
-    name = "basicAuth"
+class TokenScopes(permissions.BasePermission):
+    """A request made with a token needs the token's scope for it: read to read, submit for
+    anything else (submit, cancel). Sessions are the account itself. A 403 names the scope."""
 
-    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
-        return {"type": "http", "scheme": "basic"}
+    def has_permission(self, request: Any, view: Any) -> bool:
+        if not _by_token(request):
+            return True
+        needed = Scope.READ if request.method in permissions.SAFE_METHODS else Scope.SUBMIT
+        if needed in tokens.scopes_of(request.auth):
+            return True
+        self.message = (
+            f"this token lacks the '{needed}' scope: create a token with it at /accounts/tokens/"
+        )
+        return False
+
+
+class ManagedBySession(permissions.BasePermission):
+    """Tokens are created and revoked from a logged-in session only: a stolen token can
+    neither mint a spare that outlives it nor revoke its owner's tokens. Listing is reading."""
+
+    message = (
+        "tokens are created and revoked from a logged-in session (/accounts/tokens/), "
+        "not with a token"
+    )
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        return request.method in permissions.SAFE_METHODS or not _by_token(request)
 
 
 class TokenScheme(OpenApiAuthenticationExtension):
@@ -61,5 +73,6 @@ class TokenScheme(OpenApiAuthenticationExtension):
             "type": "apiKey",
             "in": "header",
             "name": "Authorization",
-            "description": "Token-based authentication: 'Token <token>' (rcb_...).",
+            "description": "Token-based authentication: 'Token <token>' (rcb_...), with "
+            "scopes read (GET) and submit (submit, cancel).",
         }

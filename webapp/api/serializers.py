@@ -12,6 +12,7 @@ from knox.models import AuthToken
 from rest_framework import serializers
 
 from stats import defaults
+from webapp.accounts.models import Scope
 from webapp.analysis.models import MetricVerdict
 from webapp.api import services
 from webapp.comparisons.exports import finite
@@ -308,11 +309,19 @@ class VerdictSerializer(serializers.ModelSerializer[MetricVerdict]):
 
 class TokenSerializer(serializers.ModelSerializer[AuthToken]):
     token_key = serializers.CharField(read_only=True, help_text="The token's first characters.")
+    scopes = serializers.SerializerMethodField(
+        help_text="What the token may do: read (GET), submit (submit and cancel comparisons)."
+    )
 
     class Meta:
         model = AuthToken
-        fields = ["token_key", "created", "expiry"]
+        fields = ["token_key", "scopes", "created", "expiry"]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.ListField(child=serializers.ChoiceField(Scope.choices)))
+    def get_scopes(self, obj: AuthToken) -> list[str]:
+        grant = getattr(obj, "grant", None)  # tokens() joins it; none: read only
+        return list(grant.scopes) if grant is not None else [Scope.READ]
 
 
 class NewTokenSerializer(TokenSerializer):
@@ -321,5 +330,25 @@ class NewTokenSerializer(TokenSerializer):
     )
 
     class Meta(TokenSerializer.Meta):
-        fields = ["token", "token_key", "created", "expiry"]
+        fields = ["token", "token_key", "scopes", "created", "expiry"]
         read_only_fields = fields
+
+
+class TokenRequestSerializer(serializers.Serializer[Any]):
+    scopes = serializers.ListField(
+        child=serializers.CharField(max_length=16),
+        required=False,
+        max_length=8,
+        default=list,
+        help_text="read (always granted) and optionally submit; default: read only.",
+    )
+
+    def validate_scopes(self, value: list[str]) -> list[str]:
+        try:
+            return services.normalize_scopes(value)
+        except services.UnknownScope as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class RevokedSerializer(serializers.Serializer[Any]):
+    revoked = serializers.IntegerField(help_text="How many tokens were revoked.")

@@ -6,17 +6,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import Http404
-from django.utils import timezone
-from knox.models import AuthToken
-from knox.settings import knox_settings
 from rest_framework import serializers
 
 from benchmarks import registry
 from benchmarks.cmdline import params
 from webapp import access
 from webapp.access import AnyUser
+from webapp.accounts import tokens as tokens_service
 from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.comparisons.reproducer import public_url
@@ -238,30 +236,12 @@ def verdicts(user: AnyUser, comparison_pk: int) -> QuerySet[MetricVerdict]:
     )
 
 
-# --- tokens ---------------------------------------------------------------------------
+# --- tokens (webapp/accounts/tokens.py: the account's own service) ---------------------
 
-
-class TokenLimit(Exception):
-    pass
-
-
-def tokens(user: AbstractBaseUser) -> QuerySet[AuthToken]:
-    """The user's tokens (knox keeps only their digest and first characters)."""
-    return AuthToken.objects.filter(user_id=user.pk).order_by("-created")
-
-
-def create_token(user: AbstractBaseUser) -> tuple[AuthToken, str]:
-    """A new token for `user`: (its row, the token itself, which is not stored and can be
-    shown only now). TokenLimit when the user holds the most tokens allowed."""
-    limit = knox_settings.TOKEN_LIMIT_PER_USER
-    live = tokens(user).filter(Q(expiry__isnull=True) | Q(expiry__gt=timezone.now()))
-    if limit is not None and live.count() >= limit:
-        raise TokenLimit(f"you hold {limit} tokens, the most allowed: revoke one first")
-    instance, token = AuthToken.objects.create(user=user, prefix=knox_settings.TOKEN_PREFIX)
-    return instance, token
-
-
-def revoke_token(user: AbstractBaseUser, token_key: str) -> bool:
-    """Revoke the user's token that starts with `token_key`; False if there is none."""
-    deleted, _ = tokens(user).filter(token_key=token_key).delete()
-    return deleted > 0
+TokenLimit = tokens_service.TokenLimit
+UnknownScope = tokens_service.UnknownScope
+normalize_scopes = tokens_service.normalize_scopes
+tokens = tokens_service.tokens
+create_token = tokens_service.create_token
+revoke_token = tokens_service.revoke_token
+revoke_all = tokens_service.revoke_all

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 from webapp.analysis.models import MetricVerdict
 from webapp.api import serializers as s
 from webapp.api import services
-from webapp.api.auth import BasicAuthentication, TokenAuthentication
+from webapp.api.auth import ManagedBySession, TokenAuthentication, TokenScopes
 from webapp.api.errors import PayloadTooLarge
 from webapp.api.filters import ComparisonFilter
 from webapp.api.pagination import MeasurementPagination
@@ -207,7 +207,7 @@ class ComparisonCancel(APIView):
     """Cancel a comparison that has not ended: its submitter, the tree's admins and staff
     may (403 for others who see it, 404 for those who do not)."""
 
-    permission_classes = [permissions.IsAuthenticated]
+    permission_classes = [permissions.IsAuthenticated, TokenScopes]
 
     def post(self, request: Request, pk: int) -> Response:
         # 404 / PermissionDenied (403) as on the page; then the state after, for the reply.
@@ -305,12 +305,13 @@ class ComparisonJSON(_Download):
 
 
 class TokenList(generics.ListCreateAPIView[Any]):
-    """Your API tokens (GET) and a new one (POST: the token is in the answer, once). To
-    create the first one, authenticate with your user name and password (HTTP Basic) or a
-    logged-in session."""
+    """Your API tokens (GET, with a token too), a new one (POST: the token is in the answer,
+    once) and revoking them all (DELETE). Creating and revoking need a logged-in session
+    (the page /accounts/tokens/ makes tokens without the API): a token never manages
+    tokens."""
 
-    authentication_classes = [TokenAuthentication, BasicAuthentication, SessionAuthentication]
-    permission_classes = [permissions.IsAuthenticated]
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    permission_classes = [permissions.IsAuthenticated, TokenScopes, ManagedBySession]
     serializer_class = s.TokenSerializer
     filter_backends: list[Any] = []
 
@@ -325,21 +326,40 @@ class TokenList(generics.ListCreateAPIView[Any]):
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 
-    @extend_schema(tags=["tokens"], request=None, responses={201: s.NewTokenSerializer})
+    @extend_schema(
+        tags=["tokens"],
+        request=s.TokenRequestSerializer,
+        responses={201: s.NewTokenSerializer},
+    )
     def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        form = s.TokenRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
         try:
-            instance, token = services.create_token(request.user)
+            instance, token = services.create_token(request.user, form.validated_data["scopes"])
         except services.TokenLimit as exc:
             raise PermissionDenied(str(exc)) from None
         instance.token = token
         return Response(s.NewTokenSerializer(instance).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(
+        tags=["tokens"],
+        operation_id="tokens_revoke_all",
+        request=None,
+        responses={200: s.RevokedSerializer},
+    )
+    def delete(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Revoke every one of your tokens (one that leaked, and its spares)."""
+        revoked = services.revoke_all(request.user, reason="revoked by the owner")
+        return Response({"revoked": revoked})
+
 
 @extend_schema(tags=["tokens"], responses={204: None})
 class TokenRevoke(APIView):
-    """Revoke one of your tokens by its first characters (token_key)."""
+    """Revoke one of your tokens by its first characters (token_key), from a logged-in
+    session."""
 
-    permission_classes = [permissions.IsAuthenticated]
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    permission_classes = [permissions.IsAuthenticated, TokenScopes, ManagedBySession]
 
     def delete(self, request: Request, token_key: str) -> Response:
         if not services.revoke_token(request.user, token_key):

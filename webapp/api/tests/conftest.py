@@ -108,12 +108,15 @@ def world(db) -> World:
 
 @pytest.fixture
 def client_for():
-    """An API client authenticated as `user` with a fresh token (None: anonymous)."""
+    """An API client authenticated as `user` with a fresh token of `scopes` (default: read
+    and submit, everything a token may do; None: anonymous)."""
 
-    def make(user: User | None) -> APIClient:
+    def make(
+        user: User | None, scopes: tuple[str, ...] | list[str] = ("read", "submit")
+    ) -> APIClient:
         client = APIClient()
         if user is not None:
-            _, token = services.create_token(user)
+            _, token = services.create_token(user, scopes)
             client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
         return client
 

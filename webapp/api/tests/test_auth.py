@@ -1,6 +1,6 @@
-"""Authentication: knox tokens (stored hashed, per user, revocable), created with a password
-(HTTP Basic, behind django-axes) or a session, sent as "Authorization: Token ..."; writes
-need one; a missing, bad, revoked or expired token is a 401."""
+"""Authentication: knox tokens (stored hashed, per user, revocable, scoped: test_tokens.py),
+created from a session, sent as "Authorization: Token ..."; writes need one; a missing,
+bad, revoked or expired token is a 401."""
 
 import base64
 from datetime import timedelta
@@ -60,15 +60,12 @@ def test_tokens_are_stored_hashed(world):
     assert len(row.digest) == 128
 
 
-def test_create_a_token_with_basic_auth_then_use_it_then_revoke_it(world):
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=_basic("alice", PASSWORD))
-    response = client.post("/api/v1/tokens/")
+def test_create_a_token_from_a_session_then_use_it_then_revoke_it(world):
+    session = APIClient()
+    session.force_login(world.alice)
+    response = session.post("/api/v1/tokens/")
     assert response.status_code == 201, response.content
     token = response.json()["token"]
-    # Basic auth is for creating a token only: elsewhere the request is anonymous.
-    assert client.get(f"/api/v1/comparisons/{world.restricted.pk}/").status_code == 404
-    assert client.post("/api/v1/comparisons/", SUBMIT, format="json").status_code == 401
 
     with_token = APIClient()
     with_token.credentials(HTTP_AUTHORIZATION=f"Token {token}")
@@ -77,16 +74,20 @@ def test_create_a_token_with_basic_auth_then_use_it_then_revoke_it(world):
     assert "token" not in listed[0]  # never shown again
     assert with_token.get(f"/api/v1/comparisons/{world.restricted.pk}/").status_code == 200
 
-    assert with_token.delete(f"/api/v1/tokens/{token[:15]}/").status_code == 204
+    assert session.delete(f"/api/v1/tokens/{token[:15]}/").status_code == 204
     response = with_token.get(f"/api/v1/comparisons/{world.restricted.pk}/")
     assert response.status_code == 401  # revoked
     assert not AuthToken.objects.filter(user=world.alice).exists()
 
 
-def test_a_wrong_password_creates_no_token(world):
+def test_basic_auth_is_not_accepted_anywhere(world):
+    """User name and password go only through the login form (django-axes' lockout): the
+    API takes a token or a session."""
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=_basic("alice", "wrong"))
+    client.credentials(HTTP_AUTHORIZATION=_basic("alice", PASSWORD))
     assert client.post("/api/v1/tokens/").status_code == 401
+    assert client.get(f"/api/v1/comparisons/{world.restricted.pk}/").status_code == 404
+    assert client.post("/api/v1/comparisons/", SUBMIT, format="json").status_code == 401
     assert not AuthToken.objects.exists()
 
 
@@ -115,15 +116,19 @@ def test_an_expired_token_is_401(world):
     assert not AuthToken.objects.filter(pk=instance.pk).exists()
 
 
-def test_a_user_may_revoke_only_their_own_tokens(world, client_for):
+def test_a_user_may_revoke_only_their_own_tokens(world):
     theirs, _ = services.create_token(world.alice)
-    response = client_for(world.bob).delete(f"/api/v1/tokens/{theirs.token_key}/")
+    bob = APIClient()
+    bob.force_login(world.bob)
+    response = bob.delete(f"/api/v1/tokens/{theirs.token_key}/")
     assert response.status_code == 404
     assert AuthToken.objects.filter(pk=theirs.pk).exists()
 
 
-def test_the_token_limit(world, settings, client_for):
-    client = client_for(world.alice)  # holds one token
+def test_the_token_limit(world, settings):
+    services.create_token(world.alice)
+    client = APIClient()
+    client.force_login(world.alice)
     settings.REST_KNOX = {**settings.REST_KNOX, "TOKEN_LIMIT_PER_USER": 2}
     assert client.post("/api/v1/tokens/").status_code == 201
     response = client.post("/api/v1/tokens/")
@@ -170,18 +175,6 @@ def test_the_tokens_page_revokes_only_the_users_own(world, client):
     client.post(f"/accounts/tokens/{theirs.token_key}/revoke/")
     assert AuthToken.objects.filter(pk=theirs.pk).exists()
     assert client.get(f"/accounts/tokens/{theirs.token_key}/revoke/").status_code == 405
-
-
-def test_password_guessing_through_basic_auth_is_locked_out(world, settings):
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=_basic("alice", "wrong"))
-    codes = {client.post("/api/v1/tokens/").status_code for _ in range(settings.AXES_FAILURE_LIMIT)}
-    assert codes == {401}
-    client.credentials(HTTP_AUTHORIZATION=_basic("alice", PASSWORD))
-    response = client.post("/api/v1/tokens/")
-    assert response.status_code == 401  # locked: even the right password fails, saying so
-    assert "too many failed attempts" in response.json()["detail"]
-    assert not AuthToken.objects.exists()
 
 
 def test_the_browsable_api_renders(world, client):

@@ -47,7 +47,7 @@ def server(live_server, settings, sent):
     user = UserFactory.create(username="alice")
     MembershipFactory.create(tree=tree, user=user)
     TargetFactory.create()
-    _, token = api.create_token(user)
+    _, token = api.create_token(user, ["read", "submit"])
     return live_server.url, token, tree, user
 
 

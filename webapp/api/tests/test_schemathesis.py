@@ -34,7 +34,7 @@ BOUNDED = settings(
 @pytest.fixture
 def live(live_server, transactional_db, world):
     """The live server, with the API's world in its database; alice's token."""
-    _, token = services.create_token(world.alice)
+    _, token = services.create_token(world.alice, ["read", "submit"])
     return live_server.url, {"Authorization": f"Token {token}"}
 
 
