@@ -1,6 +1,7 @@
 """Per-tree webhook secrets and the log of deliveries that passed their signature check."""
 
 from django.db import models
+from django.db.models import Q
 
 from webapp.trees.models import Tree, sha256_validator
 from webapp.watch.models import Push
@@ -40,6 +41,12 @@ class Delivery(models.Model):
     delivery_id = models.CharField(
         max_length=128, help_text="The sender's delivery id, or a SHA-256 of what it signed."
     )
+    content_key = models.CharField(
+        max_length=64, blank=True,
+        help_text="SHA-256 of what the signature covers that makes the event (a push's "
+        "source, ref, before and after; else the body): a replay with a new delivery id "
+        "has the same key.",
+    )  # fmt: skip
     received_at = models.DateTimeField(auto_now_add=True)
     status_code = models.PositiveSmallIntegerField()
     outcome = models.TextField(blank=True)
@@ -52,6 +59,11 @@ class Delivery(models.Model):
         ordering = ["-received_at", "-pk"]
         constraints = [
             models.UniqueConstraint(fields=["tree", "source", "delivery_id"], name="delivery_once"),
+            models.UniqueConstraint(
+                fields=["tree", "source", "content_key"],
+                condition=~Q(content_key=""),
+                name="delivery_content_once",
+            ),
         ]
         indexes = [models.Index(fields=["tree", "-received_at"], name="delivery_tree_time")]
 

@@ -2,11 +2,16 @@
 payload into a PushEvent, record the delivery once, and hand the push to the watch app.
 
 Order of checks (docs/webhooks.md): unknown tree 404; body over the size cap 413 (on
-Content-Length before reading, and on what was read); bad or missing signature 403;
-over the tree's rate 429; then the delivery is recorded (unique per tree, source and
-delivery id: a repeat is a no-op answered 200), and its payload is parsed (400), or
+Content-Length before reading, and on what was read); bad or missing signature 403; a
+repeat (the same delivery id, or the same signed content: a push's ref, before and after)
+is a no-op answered 200 that costs no rate; over the tree's rate 429; then the delivery is
+recorded, and its payload is parsed (400), found a duplicate or out of order (200), or
 taken (202). Nothing is stored before the signature checks, and a request refused with
 429 is not recorded either, so that the sender's retry is processed.
+
+GitHub signs the body only, not X-GitHub-Delivery and with no timestamp, so a captured
+body can be resent with a fresh delivery id at any time: idempotency and ordering come
+from what the body says (`content_key`, `out_of_order`), never from the delivery id alone.
 """
 
 import hashlib
@@ -24,6 +29,7 @@ from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
 from django.core.paginator import Page, Paginator
 from django.db import transaction
+from django.db.models import Q
 from django.http import Http404
 from django.utils import timezone
 from redis.exceptions import RedisError
@@ -31,7 +37,8 @@ from redis.exceptions import RedisError
 from webapp import access, logs
 from webapp.access import AnyUser
 from webapp.trees.models import Tree
-from webapp.watch.events import BadPush, PushEvent
+from webapp.watch.events import ZERO_SHA, BadPush, PushEvent
+from webapp.watch.models import Push
 from webapp.watch.services import receive_push
 from webapp.webhooks.models import Delivery, WebhookEndpoint
 
@@ -290,6 +297,51 @@ def read_body(content_length: str | None, read: Callable[[int], bytes]) -> bytes
     return body
 
 
+def content_key(source: str, parsed: Parsed | None, body: bytes) -> str:
+    """The idempotency key of what the signature covers: a push's source, ref, before and
+    after (the same transition of the same ref is the same event, whatever the delivery id
+    or the rest of the body), or the body's SHA-256 for anything else."""
+    if parsed is not None and parsed.push is not None:
+        e = parsed.push
+        return hashlib.sha256(f"{source}\0{e.ref}\0{e.before}\0{e.after}".encode()).hexdigest()
+    return hashlib.sha256(body).hexdigest()
+
+
+def out_of_order(tree: Tree, event: PushEvent) -> str:
+    """Why a signed push with new content is still not taken ("" when it is taken), from
+    the ref's known head (the newest push of it rcubench stored):
+    - its `after` is the known head: a duplicate;
+    - its `before` is the known head: taken (a force-push back to an older head too);
+    - its `after` is an older head of the ref (stored as a push's before or after): a stale
+      replay or a late delivery, which must not supersede the newer head;
+    - it creates the ref (deleted since: deletions are not stored): taken;
+    - otherwise a delivery in between was missed, or this is a replay of one never stored:
+      taken only while no push of the ref is pending, so it cannot supersede one."""
+    pushes = Push.objects.filter(tree=tree, branch=event.name, is_tag=event.is_tag, anchor=False)
+    head = pushes.order_by("-pk").first()
+    if head is None or event.deleted:
+        return ""
+    if event.after == head.after:
+        return f"duplicate: {event.ref} is at {event.after[:12]} already (push {head.pk})"
+    if event.before == head.after:
+        return ""
+    older = pushes.filter(Q(after=event.after) | Q(before=event.after)).order_by("-pk").first()
+    if older is not None:
+        return (
+            f"stale: {event.after[:12]} is an older head of {event.ref} (push {older.pk}); "
+            f"its known head is {head.after[:12]} (push {head.pk}): nothing superseded"
+        )
+    if event.before == ZERO_SHA:  # re-created after a deletion (deletions are not stored)
+        return ""
+    pending = pushes.filter(state=Push.State.PENDING).order_by("-pk").first()
+    if pending is not None:
+        return (
+            f"out of order: before {event.before[:12]} is not {event.ref}'s known head "
+            f"{head.after[:12]}: not superseding pending push {pending.pk}"
+        )
+    return ""
+
+
 def receive_delivery(
     source: str,
     tree_name: str,
@@ -304,52 +356,84 @@ def receive_delivery(
     try:
         body = read_body(content_length, read)
         verify(source, WebhookEndpoint.objects.filter(tree=tree).first(), headers, body)
-        if over_rate(tree):
-            rate = settings.RCUBENCH_WEBHOOK_RATE
-            raise Refused(429, f"over this tree's webhook rate ({rate}): try again later")
         event, delivery_id = event_and_id(source, headers, body)
     except Refused as exc:
         # Nothing is stored for these (an unsigned request could fill the table otherwise).
-        log.warning("webhook refused", tree=tree.name, source=source, status=exc.status,
-                    reason=exc.detail)  # fmt: skip
+        _refused(tree, source, exc)
         return Reply(exc.status, {"detail": exc.detail})
-    return _record(tree, source, event, delivery_id, headers, body)
+    try:
+        parsed: Parsed | None = parse(source, event, headers, body)
+        bad: Refused | None = None
+    except Refused as exc:
+        parsed, bad = None, exc
+    key = content_key(source, parsed, body)
+    with transaction.atomic():
+        # One delivery of a tree at a time: the repeat and ordering checks below read what
+        # the previous one stored (the endpoint's row is the tree's webhook lock).
+        WebhookEndpoint.objects.select_for_update().filter(tree=tree).first()
+        repeat = _repeat(tree, source, delivery_id, key)
+        if repeat is not None:
+            return repeat
+        if over_rate(tree):
+            rate = settings.RCUBENCH_WEBHOOK_RATE
+            over = Refused(429, f"over this tree's webhook rate ({rate}): try again later")
+            _refused(tree, source, over)
+            return Reply(over.status, {"detail": over.detail})
+        return _record(tree, source, event, delivery_id, key, parsed, bad)
+
+
+def _refused(tree: Tree, source: str, exc: Refused) -> None:
+    log.warning("webhook refused", tree=tree.name, source=source, status=exc.status,
+                reason=exc.detail)  # fmt: skip
+
+
+def _repeat(tree: Tree, source: str, delivery_id: str, key: str) -> Reply | None:
+    """The answer to a delivery seen before (by its id, or by its signed content: a replay
+    with a fresh id), or None. A repeat stores nothing and counts no rate."""
+    seen = Q(delivery_id=delivery_id) | Q(content_key=key)
+    delivery = Delivery.objects.filter(seen, tree=tree, source=source).order_by("pk").first()
+    if delivery is None:
+        return None
+    same_id = delivery.delivery_id == delivery_id
+    log.info("webhook repeat", delivery=delivery.pk, tree=tree.name, source=source,
+             delivery_id=delivery_id, same_id=same_id)  # fmt: skip
+    what = f"delivery {delivery_id}" if same_id else f"the content of delivery {delivery.pk}"
+    return Reply(200, {
+        "detail": f"repeat of {what}: already received "
+        f"{delivery.received_at.isoformat()} ({delivery.status_code}: {delivery.outcome})",
+        "repeat": True, "push": delivery.push_id, "delivery": delivery.pk,
+    })  # fmt: skip
 
 
 def _record(
-    tree: Tree, source: str, event: str, delivery_id: str, headers: Mapping[str, str], body: bytes
+    tree: Tree,
+    source: str,
+    event: str,
+    delivery_id: str,
+    key: str,
+    parsed: Parsed | None,
+    bad: Refused | None,
 ) -> Reply:
-    with transaction.atomic():
-        # The row is inserted first: a concurrent copy of this delivery waits on the unique
-        # index and then finds it, so one push is stored however often it comes.
-        delivery, created = Delivery.objects.get_or_create(
-            tree=tree, source=source, delivery_id=delivery_id,
-            defaults={"event": event, "status_code": 202},
-        )  # fmt: skip
-        if not created:
-            log.info("webhook repeat", delivery=delivery.pk, tree=tree.name, source=source,
-                     delivery_id=delivery_id)  # fmt: skip
-            return Reply(200, {
-                "detail": f"repeat of delivery {delivery_id}: already received "
-                f"{delivery.received_at.isoformat()} ({delivery.status_code}: {delivery.outcome})",
-                "repeat": True, "push": delivery.push_id, "delivery": delivery.pk,
-            })  # fmt: skip
-        try:
-            parsed = parse(source, event, headers, body)
-        except Refused as exc:
-            status, detail, push_id = exc.status, exc.detail, None
-        else:
-            if parsed.push is None:
-                status, detail, push_id = 200, parsed.detail, None
-            else:
-                received = receive_push(tree, parsed.push)
-                delivery.push = received.push
-                status, detail = 202, received.reason
-                push_id = received.push.pk if received.push else None
-        delivery.status_code, delivery.outcome = status, detail
-        delivery.save(update_fields=["status_code", "outcome", "push"])
+    """Store the delivery and what became of it (in the caller's transaction)."""
+    push_id: int | None = None
+    delivery = Delivery(tree=tree, source=source, event=event, delivery_id=delivery_id,
+                        content_key=key)  # fmt: skip
+    if bad is not None or parsed is None:
+        status, detail = (bad.status, bad.detail) if bad else (400, "not parsed")
+    elif parsed.push is None:
+        status, detail = 200, parsed.detail
+    elif why := out_of_order(tree, parsed.push):
+        status, detail = 200, why
+    else:
+        received = receive_push(tree, parsed.push)
+        delivery.push = received.push
+        status, detail = 202, received.reason
+        push_id = received.push.pk if received.push else None
+    delivery.status_code, delivery.outcome = status, detail
+    delivery.save()
     log.info("webhook delivery", delivery=delivery.pk, tree=tree.name, source=source,
-             hook_event=event, delivery_id=delivery_id, status=status, push=push_id)  # fmt: skip
+             hook_event=event, delivery_id=delivery_id, status=status, push=push_id,
+             outcome=detail[:200])  # fmt: skip
     reply: dict[str, Any] = {"detail": detail, "delivery": delivery.pk}
     if status == 202:
         reply["push"] = push_id

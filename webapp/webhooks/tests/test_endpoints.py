@@ -2,6 +2,7 @@
 in the senders' documented formats, idempotency, limits and what is (not) stored."""
 
 import hashlib
+import itertools
 import json
 import time
 from urllib.parse import urlencode
@@ -254,8 +255,9 @@ def test_rate_limit_per_tree(client, hooked: Hooked, settings):
     settings.RCUBENCH_WEBHOOK_RATE = "2/day"  # a day's window: no boundary inside the test
     other = Hooked()
     codes = []
-    for _ in range(3):
-        body = github_push()
+    heads = [OLD, NEW, "1" * 40, "2" * 40]
+    for before, after in itertools.pairwise(heads):  # three pushes in a row
+        body = github_push(before=before, after=after)
         codes.append(
             post(client, "github", hooked.tree.name, body, hooked.github_headers(body)).status_code
         )
@@ -333,6 +335,7 @@ def test_gitlab_tag_push_goes_through_as_a_tag(client, hooked: Hooked):
     # A tag the policy names is tested.
     hooked.policy.tag_patterns = ["v6.*"]
     hooked.policy.save()
+    body = gitlab_push(ref="refs/tags/v6.14", before=ZERO, kind="tag_push")
     r = post(client, "gitlab", hooked.tree.name, body, hooked.gitlab_headers("Tag Push Hook"))
     assert r.status_code == 202
     assert Push.objects.get(pk=r.json()["push"]).is_tag

@@ -16,8 +16,8 @@ from webapp.webhooks.tests.conftest import NEW, OLD, Hooked, github_push
 pytestmark = pytest.mark.django_db
 
 
-def _deliver(client, hooked: Hooked, delivery: str) -> None:
-    body = github_push()
+def _deliver(client, hooked: Hooked, delivery: str, before: str = OLD, after: str = NEW) -> None:
+    body = github_push(before=before, after=after)
     r = client.post(
         f"/hooks/github/{hooked.tree.name}/",
         data=body,
@@ -29,7 +29,7 @@ def _deliver(client, hooked: Hooked, delivery: str) -> None:
 
 def test_deliveries_page_for_tree_admins_and_staff_only(client, hooked: Hooked):
     _deliver(client, hooked, "first-delivery")
-    _deliver(client, hooked, "second-delivery")
+    _deliver(client, hooked, "second-delivery", before=NEW, after="1" * 40)
     comparison = ComparisonFactory.create(revision_a__tree=hooked.tree)
     Push.objects.get(deliveries__delivery_id="second-delivery").comparisons.add(comparison)
     url = f"/trees/{hooked.tree.name}/deliveries/"
