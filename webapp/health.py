@@ -1,5 +1,12 @@
-"""Reachability of the components rcubench needs: database, broker, libvirt."""
+"""Reachability of the components rcubench needs: database, broker, libvirt.
 
+/healthz is anonymous and unthrottled, and each probe opens a connection (broker and
+libvirt with a timeout of seconds), so `cached_checks` answers from one probe per
+RCUBENCH_HEALTH_CACHE_SECONDS per process: a flood of requests costs the broker and
+libvirt nothing more than one prober would.
+"""
+
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -66,3 +73,36 @@ def run_checks() -> dict[str, Check]:
         "broker": check_broker(),
         "libvirt": check_libvirt(),
     }
+
+
+_cache_lock = threading.Lock()
+_cached: tuple[tuple[object, ...], float, dict[str, Check]] | None = None
+
+
+def _cache_key() -> tuple[object, ...]:
+    # What the probes depend on: a changed setting (tests override them) is a new probe.
+    db = connections["default"].settings_dict
+    return (settings.CELERY_BROKER_URL, settings.LIBVIRT_URI,
+            settings.RCUBENCH_HEALTH_TIMEOUT_SECONDS, db.get("HOST"), db.get("PORT"),
+            db.get("NAME"))  # fmt: skip
+
+
+def cached_checks() -> dict[str, Check]:
+    """run_checks, at most once per RCUBENCH_HEALTH_CACHE_SECONDS in this process; requests
+    that come while a probe runs wait for its answer instead of probing again."""
+    global _cached
+    key = _cache_key()
+    with _cache_lock:
+        fresh = settings.RCUBENCH_HEALTH_CACHE_SECONDS
+        if _cached is not None and _cached[0] == key and time.monotonic() - _cached[1] < fresh:
+            return _cached[2]
+        checks = run_checks()
+        _cached = (key, time.monotonic(), checks)
+        return checks
+
+
+def forget() -> None:
+    """Drop the cached answer (tests; the next request probes)."""
+    global _cached
+    with _cache_lock:
+        _cached = None

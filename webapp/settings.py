@@ -234,6 +234,8 @@ RCUBENCH_REAPER_INTERVAL_SECONDS = env.int("RCUBENCH_REAPER_INTERVAL_SECONDS", d
 RCUBENCH_WATCH_TICK_SECONDS = env.int("RCUBENCH_WATCH_TICK_SECONDS", default=30)
 # Timeout of each reachability probe behind /healthz.
 RCUBENCH_HEALTH_TIMEOUT_SECONDS = env.float("RCUBENCH_HEALTH_TIMEOUT_SECONDS", default=3.0)
+# /healthz probes at most once per this many seconds per web process (it is anonymous).
+RCUBENCH_HEALTH_CACHE_SECONDS = env.float("RCUBENCH_HEALTH_CACHE_SECONDS", default=5.0)
 
 # --- kernel builds (engine/build) ---
 # Mirrors, artifacts, slots and ccache live under the data dir (scripts/setup.sh creates it).

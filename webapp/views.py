@@ -4,7 +4,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from webapp.health import run_checks
+from webapp.health import cached_checks
 
 
 @require_GET
@@ -14,8 +14,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
     Anyone (probes, load balancers) sees only whether each component is reachable; versions,
     addresses and error texts name hosts and software, so only logged-in staff see them.
+    The probes' answer is shared for a few seconds (webapp/health.py:cached_checks).
     """
-    checks = run_checks()
+    checks = cached_checks()
     failed = sorted(name for name, check in checks.items() if not check.ok)
     detailed = request.user.is_authenticated and request.user.is_staff
     body = {

@@ -12,16 +12,17 @@ from rest_framework import serializers
 
 from benchmarks import registry
 from benchmarks.cmdline import params
-from webapp import access
+from webapp import access, logs
 from webapp.access import AnyUser
 from webapp.accounts import tokens as tokens_service
 from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.comparisons.reproducer import public_url
-from webapp.comparisons.submission import ComparisonRequest, submit_comparison
+from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
 from webapp.memo import LruMemo
 from webapp.trees.models import Tree, TreeMembership
 
+log = logs.get(__name__)
 PK_MAX = 2**63 - 1  # bigint: a larger id matches nothing (and must not reach the database)
 
 
@@ -189,6 +190,22 @@ def comparison_rows(
 
 def comparison(user: AnyUser, pk: int) -> Comparison:
     return access.get_visible(comparisons(user), pk=_pk(pk))
+
+
+def check_submitter(user: AbstractBaseUser, tree_name: str) -> None:
+    """Refuse (SubmissionError on "tree") an account that may not submit to the tree before
+    anything costly is done for it (a lore fetch holds a web worker up to a minute).
+    submit_comparison checks again; a tree that does not exist is refused alike, except to
+    staff (the service registers the default tree on first use)."""
+    tree = Tree.objects.filter(name=tree_name).first()
+    if tree is None and getattr(user, "is_staff", False):
+        return  # the submission service names what is wrong, or registers the default tree
+    if tree is None or not access.can_submit(user, tree):
+        log.info("api submit refused early", user=user.get_username(), tree=tree_name[:80])
+        raise SubmissionError(
+            "tree", f"you may not submit to tree {tree_name}: ask its admins for the "
+            "submitter role",
+        )  # fmt: skip
 
 
 def submit(user: AbstractBaseUser, fields: dict[str, Any], mbox: bytes | None) -> Comparison:

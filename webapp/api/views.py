@@ -143,6 +143,11 @@ class ComparisonList(generics.ListCreateAPIView[Comparison]):
         form = s.ComparisonRequestSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         fields = form.validated_data
+        try:
+            # The role first: a lore fetch (b4, up to lore.FETCH_TIMEOUT) holds a web worker.
+            services.check_submitter(request.user, fields["tree"])
+        except SubmissionError as exc:
+            raise ValidationError(exc.as_dict()) from None
         mbox = _mbox(fields)
         try:
             c = services.submit(request.user, fields, mbox)

@@ -5,7 +5,10 @@ listening, or a libvirt socket that does not exist.
 """
 
 import json
+import socket
+import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 from django.conf import settings as django_settings
@@ -13,9 +16,45 @@ from django.db import connection
 from django.db.backends.postgresql.base import DatabaseWrapper
 from kombu.utils.url import maybe_sanitize_url
 
+from webapp import health
 from webapp.health import check_broker, check_database, check_libvirt
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_probe() -> Iterator[None]:
+    """Each test probes anew (the answer is cached per process for a few seconds)."""
+    health.forget()
+    yield
+    health.forget()
+
+
+class CountingListener:
+    """A real listening socket that counts the connections made to it and hangs up on
+    each: what a broker or libvirtd would see of /healthz's probes."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.accepted = sock, 0
+        sock.listen(64)
+        sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()
 
 
 def test_database_probe_ok():
@@ -143,3 +182,35 @@ def test_healthz_is_never_cached_and_varies_by_login(client):
     response = client.get("/healthz")
     assert "no-cache" in response["Cache-Control"]
     assert "Cookie" in response["Vary"]
+
+
+def test_anonymous_requests_within_the_window_share_one_probe(client, settings, tmp_path):
+    """The review's cheap DoS: each anonymous /healthz opened a broker and a libvirt
+    connection. Within RCUBENCH_HEALTH_CACHE_SECONDS, 20 requests open what one does."""
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    broker = CountingListener(tcp)
+    unix = socket.socket(socket.AF_UNIX)
+    unix.bind(str(tmp_path / "libvirt-sock"))
+    libvirt = CountingListener(unix)
+    try:
+        settings.CELERY_BROKER_URL = f"redis://127.0.0.1:{tcp.getsockname()[1]}/0"
+        settings.LIBVIRT_URI = f"qemu+unix:///system?socket={tmp_path}/libvirt-sock"
+        settings.RCUBENCH_HEALTH_TIMEOUT_SECONDS = 1.0
+        settings.RCUBENCH_HEALTH_CACHE_SECONDS = 30.0
+        first = client.get("/healthz")
+        assert first.json()["failed"] == ["broker", "libvirt"]
+        once = (broker.accepted, libvirt.accepted)
+        assert once[0] >= 1
+        assert once[1] >= 1
+        for _ in range(20):
+            assert client.get("/healthz").json() == first.json()
+        assert (broker.accepted, libvirt.accepted) == once
+        # After the window, the next request probes again.
+        settings.RCUBENCH_HEALTH_CACHE_SECONDS = 0.0
+        client.get("/healthz")
+        assert broker.accepted > once[0]
+        assert libvirt.accepted > once[1]
+    finally:
+        broker.close()
+        libvirt.close()

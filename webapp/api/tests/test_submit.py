@@ -78,7 +78,8 @@ def test_submit_an_mbox_upload(world, client_for):
         ({"benchmarks": ["no-such"]}, "benchmarks", "unknown benchmark 'no-such'"),
         ({"benchmarks": []}, "benchmarks", "no benchmark requested"),
         ({"target": "nowhere"}, "target", "no target named 'nowhere'"),
-        ({"tree": "nope"}, "tree", "no tree named 'nope'"),
+        # Answered as a tree without a role (no oracle of which trees exist).
+        ({"tree": "nope"}, "tree", "you may not submit to tree nope"),
         ({"cmdline_a": "init=/bin/sh"}, "cmdline_a", "init is set by the runner"),
         ({"visibility": "public", "tree": "embargo"}, "visibility", "is not public"),
         ({"patch_fallback": True}, "patch_fallback", "there is no patch series"),
@@ -199,3 +200,24 @@ def test_malformed_json_is_a_400(world, client_for):
     )
     assert response.status_code == 400
     assert "JSON parse error" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("tree", ["rcu", "embargo", "no-such-tree"])
+def test_an_account_without_a_role_is_refused_before_lore_is_asked(
+    world, client_for, monkeypatch, tree
+):
+    """b4 holds a web worker up to lore.FETCH_TIMEOUT: the role is checked first."""
+    asked = []
+    monkeypatch.setattr(lore, "fetch", lambda message_id: asked.append(message_id) or b"")
+    before = _count()
+    response = client_for(world.bob).post(  # bob holds no role on any tree
+        "/api/v1/comparisons/",
+        {"tree": tree, "base_ref": "v6.12", "message_id": "<cover.1@example.org>"},
+        format="json",
+    )  # fmt: skip
+    assert response.status_code == 400
+    assert response.json() == {
+        "tree": [f"you may not submit to tree {tree}: ask its admins for the submitter role"]
+    }
+    assert asked == []
+    assert _count() == before
