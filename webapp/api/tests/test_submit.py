@@ -208,7 +208,12 @@ def test_an_account_without_a_role_is_refused_before_lore_is_asked(
 ):
     """b4 holds a web worker up to lore.FETCH_TIMEOUT: the role is checked first."""
     asked = []
-    monkeypatch.setattr(lore, "fetch", lambda message_id: asked.append(message_id) or b"")
+
+    def fetch(message_id: str) -> bytes:
+        asked.append(message_id)
+        return TWO_PATCHES
+
+    monkeypatch.setattr(lore, "fetch", fetch)
     before = _count()
     response = client_for(world.bob).post(  # bob holds no role on any tree
         "/api/v1/comparisons/",
