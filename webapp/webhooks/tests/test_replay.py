@@ -2,12 +2,8 @@
 signature are on the repository's webhook settings page) can send it again with a fresh
 X-GitHub-Delivery. Idempotency and ordering come from the signed body.
 
-data/github-push-new-branch.json is GitHub's own example push payload (octokit/webhooks,
-payload-examples/api.github.com/push/with-new-branch.payload.json, MIT), delivered byte
-for byte as captured."""
-
-import json
-from pathlib import Path
+The first push creates the branch (before is all zeros), as the first push of a watched
+branch GitHub delivers; a replay is that delivery's body, byte for byte."""
 
 import pytest
 
@@ -18,9 +14,9 @@ from webapp.webhooks.tests.conftest import NEW, OLD, Hooked, github_push
 
 pytestmark = pytest.mark.django_db
 
-CAPTURED = (Path(__file__).parent / "data" / "github-push-new-branch.json").read_bytes()
 CAPTURED_HEAD = "6113728f27ae82c7b1a177c8d03f9e96e0adf246"
 LATER = "7a1f0e0cbd8d2c5e34f4a4e1ad9ba2a9c0c6f6f1"
+CAPTURED = github_push(before="0" * 40, after=CAPTURED_HEAD)
 
 
 def deliver(client, hooked: Hooked, body: bytes, delivery: str | None = None):
@@ -33,11 +29,8 @@ def deliver(client, hooked: Hooked, body: bytes, delivery: str | None = None):
 
 
 def next_push(before: str, after: str) -> bytes:
-    """The captured payload as GitHub sends the push that follows it."""
-    data = json.loads(CAPTURED)
-    data.update(before=before, after=after, created=False)
-    data["head_commit"]["id"] = data["commits"][0]["id"] = after
-    return json.dumps(data).encode()
+    """The push GitHub sends after the first one."""
+    return github_push(before=before, after=after)
 
 
 @pytest.fixture
