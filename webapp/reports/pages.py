@@ -93,7 +93,7 @@ def report_queryset() -> "QuerySet[Comparison]":
     mboxes) are left to be fetched only where shown."""
     return Comparison.objects.select_related(
         "revision_a__tree", "revision_a__series", "revision_b__tree", "revision_b__series",
-        "build_a", "build_b", "target",
+        "build_a", "build_b", "target", "submitted_by",
     ).defer(
         "build_a__log", "build_b__log", "revision_a__series__mbox", "revision_b__series__mbox"
     )  # fmt: skip
@@ -140,7 +140,7 @@ def visible_report(user: AnyUser, pk: int) -> Comparison:
 # rendering its runs table took ~25 ms a request; a cache hit takes one query and one file
 # read. The key is the figures' (the comparison's identity and finish time) with
 # REPORT_VERSION: bump it whenever _report.html or what it shows changes.
-REPORT_VERSION = 2
+REPORT_VERSION = 3  # 3: the submitter's user name, never an e-mail address
 # What the page reads of a comparison before it knows whether its body is cached.
 _PAGE_COLUMNS = ("id", "state", "created_at", "finished_at", "visibility",
                  "revision_a__tree_id")  # fmt: skip
