@@ -79,6 +79,13 @@ def visible_trees(user: AnyUser, qs: QuerySet[Tree] | None = None) -> QuerySet[T
     return qs.filter(Q(public=True) | Q(Exists(member)))
 
 
+def sees_all_of(user: AnyUser, tree: Tree) -> bool:
+    """Whether `user` sees every comparison of `tree`, restricted ones too (staff and the
+    tree's members); everyone else sees its public ones only. What is derived from a tree's
+    comparisons together (its history's change points) comes in these two versions."""
+    return _is_staff(user) or role(user, tree.pk) is not None
+
+
 def is_tree_admin(user: AnyUser, tree: Tree) -> bool:
     """Staff and the tree's admins: they edit its watch policy and read its deliveries."""
     return _is_staff(user) or role(user, tree.pk) == TreeMembership.Role.ADMIN

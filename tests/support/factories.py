@@ -17,6 +17,7 @@ from factory.django import DjangoModelFactory
 from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.trees.models import Build, PatchSeries, Revision, Tree, TreeMembership
+from webapp.watch.models import Push
 
 _counter = itertools.count()
 
@@ -158,3 +159,48 @@ class MetricVerdictFactory(DjangoModelFactory[MetricVerdict]):
     p_adjusted = 0.5
     verdict = "no-meaningful-change"
     details = LazyFunction(lambda: {"unit": "ms", "relative": True, "adjustment": "holm"})
+
+
+# --- a watched branch's history -------------------------------------------------------
+
+HISTORY_RUNS = 8  # per side: enough for a 95% order-statistic CI of the median
+
+
+def head_sha(n: int) -> str:
+    """A distinct sha per n, whose 12-digit short form (what pages show) is distinct too."""
+    return _sha1(n)
+
+
+def watched_head(tree: Tree, target: Target, n: int, level: float, *, visibility: str = "public",
+                branch: str = "rcu/dev", verdict: str = "no-meaningful-change",
+                state: str = "tested", anchor: bool = False,
+                done: bool = True) -> tuple[Push, Comparison]:  # fmt: skip
+    """A tested push of `branch` (head head_sha(1000 + n)) whose comparison's B runs have
+    writer_duration medians `level` + 0.01 * run (A at 6.0), plus a failed B run (no data)."""
+    rev_a = RevisionFactory.create(tree=tree, ref="v6.12")
+    rev_b = RevisionFactory.create(tree=tree, ref=branch, sha=head_sha(1000 + n))
+    c = ComparisonFactory.create(
+        revision_a=rev_a, revision_b=rev_b, target=target, visibility=visibility,
+        state="done" if done else "running", result="ok" if done else "",
+        verdict=verdict if done else "",
+    )  # fmt: skip
+    order = 0
+    for i in range(HISTORY_RUNS):
+        for side in "AB":
+            run = RunFactory.create(comparison=c, side=side, index=i, order=order,
+                                    state="done", result="ok")  # fmt: skip
+            order += 1
+            base = 6.0 if side == "A" else level
+            MeasurementFactory.create(run=run, samples=[base + 0.01 * i - 0.1, base + 0.01 * i,
+                                                        base + 0.01 * i + 0.1])  # fmt: skip
+    # A failed run is no data (analysis.services.counted_runs), whatever it measured.
+    failed = RunFactory.create(comparison=c, side="B", index=HISTORY_RUNS, order=order,
+                               state="done", result="failed", error_code="panic")  # fmt: skip
+    MeasurementFactory.create(run=failed, samples=[60.0])
+    MetricVerdictFactory.create(comparison=c, verdict=verdict, median_a=6.0, median_b=level)
+    push = Push.objects.create(
+        tree=tree, branch=branch, before=head_sha(n), after=head_sha(1000 + n), source="git",
+        state=state, anchor=anchor,
+    )  # fmt: skip
+    push.comparisons.add(c)
+    return push, c

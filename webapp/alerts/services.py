@@ -233,10 +233,13 @@ def notify_comparison(comparison_id: int) -> list[int]:
 
 def notify_change_point(change_point_id: int) -> list[int]:
     """A change point in a watched branch: mail the tree's subscribers who asked for change
-    points (improvements only to those who also asked for improvements). A tree that is
-    not public mails only accounts that may see it."""
+    points (improvements only to those who also asked for improvements) and are of its
+    audience (ChangePoint.Audience): one found over all the tree's comparisons goes only
+    to accounts that see them all (its members and staff), one found over its public
+    comparisons to everyone else who sees the tree. Each subscriber gets one of the two."""
     cp = ChangePoint.objects.select_related("tree", "push", "target").get(pk=change_point_id)
     kind = Alert.Kind.CHANGE_POINT
+    for_members = cp.audience == ChangePoint.Audience.MEMBERS
     out: dict[str, Recipient] = {}
     for s in _subscriptions(cp.tree_id, [cp.benchmark], kind):
         if not cp.regression and Alert.Kind.IMPROVEMENT not in s.kinds:
@@ -244,16 +247,16 @@ def notify_change_point(change_point_id: int) -> list[int]:
         if s.user is not None:
             if not (s.user.is_active and s.user.email and _sees_tree(s.user, cp)):
                 continue
+            if access.sees_all_of(s.user, cp.tree) != for_members:
+                continue
             r = Recipient(s.user.email, f"because you subscribed to {_what(s, kind)}", True)
         else:
             r = Recipient(s.address, f"because this address is subscribed to {_what(s, kind)}")
         address = normalise(r.address)
         if not address or address.lower() in out or opted_out(address):
             continue
-        if not cp.tree.public and not r.verified_user:
-            users = User.objects.filter(email__iexact=address, is_active=True)
-            if not any(_sees_tree(u, cp) for u in users):
-                continue
+        if not r.verified_user and not _may_get(address, cp):
+            continue
         out[address.lower()] = Recipient(address, r.reason, r.verified_user)
     subject = messages.change_point_subject(_change_point_facts(cp))
     rows = [
@@ -266,6 +269,18 @@ def notify_change_point(change_point_id: int) -> list[int]:
 
 def _sees_tree(user: AnyUser, cp: ChangePoint) -> bool:
     return access.visible_trees(user).filter(pk=cp.tree_id).exists()
+
+
+def _may_get(address: str, cp: ChangePoint) -> bool:
+    """Whether a free address (a list, or an account's address) is of the change point's
+    audience: for the members' version, an active account with this address that sees all
+    the tree's comparisons; for the public one, no such account (it gets the members'
+    version) and a public tree."""
+    users = User.objects.filter(email__iexact=address, is_active=True)
+    insider = any(access.sees_all_of(u, cp.tree) for u in users)
+    if cp.audience == ChangePoint.Audience.MEMBERS:
+        return insider
+    return cp.tree.public and not insider
 
 
 def _queue(rows: list[Alert], existing: QuerySet[Alert], **ids: int) -> list[int]:
@@ -306,7 +321,7 @@ def render(alert: Alert) -> EmailMessage:
     if alert.comparison_id is not None:
         c = Comparison.objects.select_related(
             "revision_a__tree", "revision_b__tree", "revision_b__series", "target",
-            "build_a", "build_b",
+            "build_a", "build_b", "submitted_by",
         ).get(pk=alert.comparison_id)  # fmt: skip
         report = public_url() + reverse("reports:comparison", args=[c.pk])
         links = messages.Links(report, links.unsubscribe, links.subscriptions)
@@ -385,6 +400,11 @@ def _checked(alert: Alert) -> str | None:
     if (c is not None and c.visibility == Comparison.Visibility.RESTRICTED
             and not _member_may_see(alert.recipient, c)):  # fmt: skip
         return "the comparison is restricted and this address's account may not see it"
+    cp = alert.change_point
+    if cp is not None and cp.audience == ChangePoint.Audience.MEMBERS:
+        users = User.objects.filter(email__iexact=alert.recipient, is_active=True)
+        if not any(access.sees_all_of(u, cp.tree) for u in users):
+            return "the change point is for the tree's members and this address's account is not"
     return None
 
 
@@ -395,7 +415,7 @@ def deliver(alert_id: int) -> str:
     with transaction.atomic():
         alert = (
             Alert.objects.select_for_update(of=("self",))
-            .select_related("comparison")
+            .select_related("comparison", "change_point__tree")
             .get(pk=alert_id)
         )
         if alert.state == State.SENDING:

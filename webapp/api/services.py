@@ -36,9 +36,10 @@ def _pk(pk: int) -> int:
 
 
 def trees(user: AnyUser) -> QuerySet[Tree]:
-    """Every tree (their names are no secret: a refused submission lists them), each with
-    `user_role`, the user's role on it (None: no role)."""
-    qs = Tree.objects.order_by("name")
+    """The trees `user` may see (access.visible_trees: a tree that is not public is its
+    members' and staff's only, name and description included; to anyone else it is 404
+    as an unknown name is), each with `user_role`, the user's role on it (None: no role)."""
+    qs = access.visible_trees(user, Tree.objects.order_by("name"))
     if not user.is_authenticated:
         return qs.annotate(user_role=Subquery(TreeMembership.objects.none().values("role")))
     role = TreeMembership.objects.filter(user_id=user.pk, tree_id=OuterRef("pk")).values("role")

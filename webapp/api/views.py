@@ -46,7 +46,8 @@ def not_found(request: Request) -> Response:
 
 @extend_schema(tags=["trees"])
 class TreeList(generics.ListAPIView[Tree]):
-    """Every tree, with your role on it."""
+    """The trees you may see (public ones, and those you are a member of), with your role
+    on each."""
 
     serializer_class = s.TreeSerializer
 
@@ -56,7 +57,8 @@ class TreeList(generics.ListAPIView[Tree]):
 
 @extend_schema(tags=["trees"])
 class TreeDetail(generics.RetrieveAPIView[Tree]):
-    """One tree, by name, with your role on it."""
+    """One tree, by name, with your role on it (404 if you may not see it, as for an
+    unknown name)."""
 
     serializer_class = s.TreeSerializer
     lookup_field = "name"

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.contrib.auth.models import User
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 
 from benchmarks.cmdline import CmdlineError, check_extra
@@ -21,6 +21,7 @@ from benchmarks.spec import BenchmarkSpec
 from engine.build.git import BadRefError, validate_rev
 from stats import defaults
 from webapp import access, dispatch, logs
+from webapp.access import AnyUser
 from webapp.comparisons import preflight, serving
 from webapp.comparisons.models import Comparison, Target
 from webapp.lab import pools
@@ -77,8 +78,9 @@ class ComparisonRequest:
 def submit_comparison(req: ComparisonRequest) -> Comparison:
     """Validate `req`, store the comparison and start it (once committed)."""
     with transaction.atomic():
-        tree = _tree(req.tree)
-        _may_submit(req.submitted_by, tree)
+        submitter = _submitter(req.submitted_by)
+        tree = _tree(req.tree, submitter)
+        _may_submit(submitter, tree)
         visibility = _visibility(req.visibility, tree)
         target = _target(req.target, req.arch)
         specs = _benchmarks(req.benchmarks, target)
@@ -114,21 +116,36 @@ def submit_comparison(req: ComparisonRequest) -> Comparison:
     return comparison
 
 
-def _tree(name: str) -> Tree:
-    tree = Tree.objects.filter(name=name).first()
+def _submitter(user_id: int | None) -> AnyUser | None:
+    """The submitting account (an unknown or inactive one is anonymous); None for the
+    operator's own command line."""
+    if user_id is None:
+        return None
+    return User.objects.filter(pk=user_id, is_active=True).first() or AnonymousUser()
+
+
+def _tree(name: str, submitter: AnyUser | None) -> Tree:
+    """The tree named `name`. For an account, a tree it may not see (not public, not a
+    member) is answered as an unknown name is, and the error lists only the trees it may
+    submit to: neither a name nor a refusal tells an outsider that an embargoed tree
+    exists."""
+    trees = Tree.objects.all() if submitter is None else access.visible_trees(submitter)
+    tree = trees.filter(name=name).first()
     if tree is not None:
         return tree
-    if name == DEFAULT_TREE:
+    if name == DEFAULT_TREE and not Tree.objects.filter(name=name).exists():
         return default_tree()  # the demo tree, registered on first use
-    known = ", ".join(Tree.objects.values_list("name", flat=True)) or "none"
-    raise SubmissionError("tree", f"no tree named {name!r}; trees: {known}")
+    if submitter is not None:
+        trees = access.submittable_trees(submitter)
+    known = ", ".join(trees.order_by("name").values_list("name", flat=True)) or "none"
+    which = "trees" if submitter is None else "trees you may submit to"
+    raise SubmissionError("tree", f"no tree named {name!r}; {which}: {known}")
 
 
-def _may_submit(user_id: int | None, tree: Tree) -> None:
-    if user_id is None:
+def _may_submit(submitter: AnyUser | None, tree: Tree) -> None:
+    if submitter is None:
         return
-    user = User.objects.filter(pk=user_id, is_active=True).first()
-    if user is None or not access.can_submit(user, tree):
+    if not access.can_submit(submitter, tree):
         raise SubmissionError(
             "tree", f"you may not submit to tree {tree.name}: ask its admins for the "
             "submitter role",

@@ -158,7 +158,7 @@ def header(c: Comparison) -> Header:
         error_message=c.error_message, verdict=c.verdict, benchmarks=list(c.benchmarks),
         min_runs=c.min_runs, max_runs=c.max_runs, alpha=c.alpha,
         threshold_pct=c.threshold_pct, seed=c.seed, trigger=c.trigger,
-        requested_by=c.requested_by, created_at=c.created_at, started_at=c.started_at,
+        requested_by=requested_by(c), created_at=c.created_at, started_at=c.started_at,
         finished_at=c.finished_at,
         kernels=(_kernel("A", c.revision_a, c.build_a, c.cmdline_a),
                  _kernel("B", c.revision_b, c.build_b, c.cmdline_b)),
@@ -167,6 +167,15 @@ def header(c: Comparison) -> Header:
         contention_share=settings.RCUBENCH_CONTENTION_SHARE,
         lab_hosts=_lab_hosts(c) if c.target.is_lab else (),
     )  # fmt: skip
+
+
+def requested_by(c: Comparison) -> str:
+    """Who asked, as reports, mail and exports show it: the submitting account's user name
+    where there is one (older web submissions stored its e-mail address in requested_by,
+    which must not be published), else what the submitter stored (cli, a push)."""
+    if c.submitted_by_id is not None:
+        return c.submitted_by.get_username() if c.submitted_by else ""
+    return c.requested_by
 
 
 def _lab_hosts(c: Comparison) -> tuple[str, ...]:

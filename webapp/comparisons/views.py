@@ -87,7 +87,9 @@ def _submit(request: HttpRequest, capped: _CappedUpload) -> HttpResponse:
                 min_runs=data["min_runs"], max_runs=data["max_runs"],
                 threshold_pct=data["threshold_pct"], visibility=data["visibility"],
                 trigger=Comparison.Trigger.WEB, submitted_by=user.pk,
-                requested_by=getattr(user, "email", "") or user.get_username(),
+                # The user name, as the API stores it: never the account's e-mail address,
+                # which a public report would publish.
+                requested_by=f"web:{user.get_username()}",
             )
         )  # fmt: skip
     except SubmissionError as exc:

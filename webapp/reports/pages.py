@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 from django.core.cache import caches
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 from django.db.models.functions import Left, Length, Right
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString, mark_safe
@@ -43,6 +43,7 @@ from webapp.reports.sections import (
     figures_cache_key,
 )
 from webapp.trees.models import PatchSeries, Tree
+from webapp.watch import history
 from webapp.watch.models import ChangePoint, Push, WatchPolicy
 
 log = logs.get(__name__)
@@ -93,7 +94,7 @@ def report_queryset() -> "QuerySet[Comparison]":
     mboxes) are left to be fetched only where shown."""
     return Comparison.objects.select_related(
         "revision_a__tree", "revision_a__series", "revision_b__tree", "revision_b__series",
-        "build_a", "build_b", "target",
+        "build_a", "build_b", "target", "submitted_by",
     ).defer(
         "build_a__log", "build_b__log", "revision_a__series__mbox", "revision_b__series__mbox"
     )  # fmt: skip
@@ -140,7 +141,7 @@ def visible_report(user: AnyUser, pk: int) -> Comparison:
 # rendering its runs table took ~25 ms a request; a cache hit takes one query and one file
 # read. The key is the figures' (the comparison's identity and finish time) with
 # REPORT_VERSION: bump it whenever _report.html or what it shows changes.
-REPORT_VERSION = 2
+REPORT_VERSION = 3  # 3: the submitter's user name, never an e-mail address
 # What the page reads of a comparison before it knows whether its body is cached.
 _PAGE_COLUMNS = ("id", "state", "created_at", "finished_at", "visibility",
                  "revision_a__tree_id")  # fmt: skip
@@ -342,22 +343,34 @@ class TreePage:
 
 def tree_page(user: AnyUser, name: str) -> TreePage:
     """A tree: its watch policy, its refs under test and their pushes, change points found in
-    its history and its newest comparisons; 404 where the user may not see the tree."""
+    its history and its newest comparisons; 404 where the user may not see the tree. A push
+    whose comparisons the user may not see (restricted ones) is left out, and so are its
+    change points (history.visible_change_points)."""
     tree = access.get_visible(access.visible_trees(user), name=name)
     policy = WatchPolicy.objects.filter(tree=tree).prefetch_related("targets").first()
-    pushes = Push.objects.filter(tree=tree).prefetch_related("comparisons")
+    pushes = visible_pushes(user, tree).prefetch_related(
+        Prefetch("comparisons", queryset=access.visible_comparisons(user))
+    )
     heads = list(
         pushes.filter(anchor=False).order_by("branch", "-received_at", "-pk").distinct("branch")
     )
     visible = access.visible_comparisons(user, comparison_list()).filter(revision_a__tree=tree)
     shown = list(visible[:RECENT_ON_TREE_PAGE])
-    points = ChangePoint.objects.filter(tree=tree).select_related("push", "target")
+    points = history.visible_change_points(user, tree).select_related("push", "target")
     return TreePage(
         tree=tree, role=access.role(user, tree.pk), is_admin=access.is_tree_admin(user, tree),
         policy=policy, heads=heads, pushes=list(pushes[:RECENT_ON_TREE_PAGE]),
         change_points=list(points[:10]), rows=list_rows(shown),
         more=max(0, visible.count() - len(shown)),
     )  # fmt: skip
+
+
+def visible_pushes(user: AnyUser, tree: Tree) -> QuerySet[Push]:
+    """The tree's pushes `user` may see: those with a comparison they see, and those that
+    have none (superseded, skipped, failed or pending: no measurement of anything)."""
+    own = Comparison.objects.filter(pushes=OuterRef("pk"))
+    seen = access.visible_comparisons(user, own)
+    return Push.objects.filter(tree=tree).filter(Exists(seen) | ~Exists(own))
 
 
 @dataclass(frozen=True)

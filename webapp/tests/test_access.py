@@ -145,3 +145,58 @@ def test_login_locks_a_user_name_out_after_five_failures_from_one_address(client
     r = client.post(url, {"username": "paul", "password": PASSWORD}, REMOTE_ADDR="192.0.2.7")
     assert r.status_code == 302
     assert client.session["_auth_user_id"] == str(user.pk)
+
+
+def test_a_submission_tells_an_outsider_nothing_of_a_tree_it_may_not_see(client):
+    """An embargoed tree is answered as a name that does not exist, and the error lists
+    only the trees the account may submit to."""
+    TargetFactory.create()
+    TreeFactory.create(name="security", public=False)
+    mine = TreeFactory.create(name="rcu")
+    outsider = UserFactory.create(username="outsider")
+    MembershipFactory.create(tree=mine, user=outsider)
+
+    def refusal(name: str) -> dict[str, list[str]]:
+        with pytest.raises(SubmissionError) as err:
+            submit_comparison(_request(tree=name, submitted_by=outsider.pk))
+        return err.value.as_dict()
+
+    assert refusal("security") == {"tree": ["no tree named 'security'; trees you may submit "
+                                            "to: rcu"]}  # fmt: skip
+    assert refusal("nonesuch") == {"tree": ["no tree named 'nonesuch'; trees you may submit "
+                                            "to: rcu"]}  # fmt: skip
+    # The API answers the same: only the echoed name differs.
+    client.force_login(outsider)
+    fields = {"base_ref": "v6.12", "head_ref": "v6.12-rc7", "benchmarks": ["boot-time"],
+              "target": "qemu-x86_64"}  # fmt: skip
+    answers = [
+        client.post("/api/v1/comparisons/", {**fields, "tree": name},
+                    content_type="application/json")
+        for name in ("security", "nonesuch")
+    ]  # fmt: skip
+    assert [a.status_code for a in answers] == [400, 400]
+    embargoed, unknown = (a.content.decode() for a in answers)
+    assert embargoed.replace("security", "nonesuch") == unknown
+    assert not Comparison.objects.exists()
+
+
+def test_a_public_report_names_the_submitter_by_user_name_not_address(client):
+    """Web submissions stored the account's address in requested_by: the report, its data
+    and its mail show the user name instead."""
+    ada = UserFactory.create(username="ada", email="ada.lovelace@example.org")
+    c = ComparisonFactory.create(trigger=Comparison.Trigger.WEB, submitted_by=ada,
+                                 requested_by="ada.lovelace@example.org")  # fmt: skip
+    html = client.get(reverse("reports:comparison", args=[c.pk])).content.decode()
+    assert "by web (ada)" in html
+    data = b"".join(client.get(reverse("reports:comparison-json", args=[c.pk])).streaming_content)
+    for shown in (html, data.decode()):
+        assert "lovelace" not in shown
+
+
+def test_a_tree_url_with_credentials_is_shown_without_them(client):
+    url = "https://paul:ghp_T0kenT0ken@git.example.org/rcu.git"
+    tree = TreeFactory.create(name="private-rcu", url=url)
+    html = client.get(reverse("reports:tree", args=[tree.name])).content.decode()
+    assert "ghp_T0kenT0ken" not in html
+    assert "paul:" not in html
+    assert "https://***@git.example.org/rcu.git" in html

@@ -1,5 +1,7 @@
 """Where kernels come from: git trees, patch series, resolved revisions, and builds."""
 
+from urllib.parse import urlsplit, urlunsplit
+
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
@@ -23,6 +25,19 @@ def validate_registered_tree_url(url: str) -> None:
         validate_tree_url(url, allow_local=True)
     except UnsafeSourceError as exc:
         raise ValidationError(str(exc)) from exc
+
+
+def shown_url(url: str) -> str:
+    """`url` as pages show it: a user name and password in it (a token for a private
+    remote, `https://user:token@host/...`) replaced by `***`. An scp-like `git@host:path`
+    has no userinfo part and names no secret: it is shown as it is."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL urlsplit can read: hide whatever precedes an "@"
+        return "***" + url[url.rfind("@") :] if "@" in url else url
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
 
 
 class Tree(models.Model):
@@ -60,6 +75,11 @@ class Tree(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def shown_url(self) -> str:
+        """The URL without credentials (shown_url): what pages show."""
+        return shown_url(self.url)
 
 
 class TreeMembership(models.Model):

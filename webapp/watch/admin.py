@@ -52,8 +52,8 @@ class PushAdmin(admin.ModelAdmin):
 @admin.register(ChangePoint)
 class ChangePointAdmin(admin.ModelAdmin):
     list_display = ["tree", "branch", "benchmark", "metric", "target", "push", "change_pct",
-                    "regression", "found_at"]  # fmt: skip
-    list_filter = ["tree", "regression"]
+                    "regression", "audience", "found_at"]  # fmt: skip
+    list_filter = ["tree", "regression", "audience"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

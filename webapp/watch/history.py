@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
+from django.contrib.auth.models import AnonymousUser
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.expressions import RawSQL
 from scipy import stats as st
 
@@ -205,21 +206,31 @@ def _series_for(tree: Tree, branch: str | None, comparisons: QuerySet[Comparison
 
 
 def record_change_points(tree: Tree, branch: str) -> list[ChangePoint]:
-    """Detect change points in every series of the branch (over all its comparisons,
-    whatever their visibility) and store the new ones; returns those created.
+    """Detect change points in every series of the branch and store the new ones; returns
+    those created. Done once per audience (ChangePoint.Audience): over the comparisons
+    anyone may see, and over all of them for the tree's members and staff, so that the
+    medians of restricted runs are shown and mailed only to those who may see the runs.
 
-    Idempotent: a change already stored (the same series, at the same push or within
-    changepoints.MIN_SIZE heads of it, where new heads moved the estimate) is not stored
-    again. Called when a push comparison of the branch finishes."""
+    Idempotent: a change already stored (the same series and audience, at the same push or
+    within changepoints.MIN_SIZE heads of it, where new heads moved the estimate) is not
+    stored again. Called when a push comparison of the branch finishes."""
+    public = access.visible_comparisons(AnonymousUser(), Comparison.objects.all())
+    created = _record(tree, branch, ChangePoint.Audience.PUBLIC, public)
+    return created + _record(tree, branch, ChangePoint.Audience.MEMBERS, Comparison.objects.all())
+
+
+def _record(
+    tree: Tree, branch: str, audience: str, comparisons: QuerySet[Comparison]
+) -> list[ChangePoint]:
     created = []
-    for s in _series_for(tree, branch, Comparison.objects.all()):
+    for s in _series_for(tree, branch, comparisons):
         found = changepoints.confirmed([p.median for p in s.points])
         if not found:
             continue
         stored = set(
             ChangePoint.objects.filter(
                 tree=tree, branch=branch, benchmark=s.benchmark, metric=s.metric,
-                target_id=s.target_id,
+                target_id=s.target_id, audience=audience,
             ).values_list("push_id", flat=True)
         )  # fmt: skip
         positions = {p.push_id: i for i, p in enumerate(s.points)}
@@ -228,7 +239,7 @@ def record_change_points(tree: Tree, branch: str) -> list[ChangePoint]:
             if any(abs(cp.index - i) <= changepoints.MIN_SIZE for i in known):
                 continue
             point = s.points[cp.index]
-            row = _store(tree, s, point.push_id, cp)
+            row = _store(tree, s, point.push_id, cp, audience)
             if row is not None:
                 created.append(row)
                 known.append(cp.index)
@@ -236,13 +247,13 @@ def record_change_points(tree: Tree, branch: str) -> list[ChangePoint]:
                     "change point", tree=tree.name, branch=branch, target=s.target,
                     benchmark=s.benchmark, metric=s.metric, push=point.push_id,
                     sha=point.sha, change_pct=round(cp.change_pct, 3),
-                    regression=row.regression, change_point=row.pk,
+                    regression=row.regression, change_point=row.pk, audience=audience,
                 )  # fmt: skip
     return created
 
 
 def _store(
-    tree: Tree, s: Series, push_id: int, cp: changepoints.ChangePointFound
+    tree: Tree, s: Series, push_id: int, cp: changepoints.ChangePointFound, audience: str
 ) -> ChangePoint | None:
     """Create the row; None when a concurrent call stored it first (the unique constraint)."""
     try:
@@ -252,22 +263,34 @@ def _store(
                 target_id=s.target_id, push_id=push_id, before_median=cp.before_median,
                 after_median=cp.after_median, change_pct=cp.change_pct,
                 regression=changepoints.is_regression(cp.change_pct, s.lower_is_better),
+                audience=audience,
             )  # fmt: skip
             # Mailed like any regression (webapp.alerts): on commit, to the tree's
-            # subscribers who asked for change points.
+            # subscribers who asked for change points and are of its audience.
             dispatch.send_notify_change_point(row.pk)
             return row
     except IntegrityError:
         return None
 
 
+def visible_change_points(user: AnyUser, tree: Tree) -> QuerySet[ChangePoint]:
+    """The tree's change points `user` may see: those found over the comparisons they see
+    (ChangePoint.Audience), at a push with a comparison they see."""
+    audience = (
+        ChangePoint.Audience.MEMBERS if access.sees_all_of(user, tree)
+        else ChangePoint.Audience.PUBLIC
+    )  # fmt: skip
+    seen = access.visible_comparisons(user, Comparison.objects.filter(pushes=OuterRef("push")))
+    return ChangePoint.objects.filter(tree=tree, audience=audience).filter(Exists(seen))
+
+
 def tree_history(tree: Tree, user: AnyUser, branch: str | None = None) -> TreeHistory:
     """The tree's history as `user` may see it: points of comparisons they may not see
-    are left out, and so are the change points at pushes whose point they do not see (a
-    change point's medians come from the whole series)."""
+    are left out, and the change points are those found over the comparisons they see
+    (visible_change_points), at pushes whose point they see."""
     comparisons = access.visible_comparisons(user, Comparison.objects.all())
     series = _series_for(tree, branch, comparisons)
-    rows = ChangePoint.objects.filter(tree=tree).select_related("push")
+    rows = visible_change_points(user, tree).select_related("push")
     rows = rows.order_by("push__received_at", "pk")
     if branch is not None:
         rows = rows.filter(branch=branch)

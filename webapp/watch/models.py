@@ -129,7 +129,16 @@ class Push(models.Model):
 
 
 class ChangePoint(models.Model):
-    """A shift in a branch's history of a primary metric, found over its tested heads."""
+    """A shift in a branch's history of a primary metric, found over its tested heads.
+
+    Found twice, once per audience (webapp.access.sees_all_of): over the public comparisons
+    only, for everyone who sees the tree, and over all of them, restricted ones included,
+    for its members and staff only. Each reader sees, and each subscriber is mailed, one of
+    the two: medians of restricted runs never reach anyone who may not see those runs."""
+
+    class Audience(models.TextChoices):
+        PUBLIC = "public", "everyone who sees the tree (public comparisons only)"
+        MEMBERS = "members", "the tree's members and staff (all its comparisons)"
 
     tree = models.ForeignKey(Tree, on_delete=models.CASCADE, related_name="change_points")
     branch = models.CharField(max_length=255)
@@ -144,13 +153,17 @@ class ChangePoint(models.Model):
     after_median = models.FloatField()
     change_pct = models.FloatField()
     regression = models.BooleanField(help_text="In the metric's worse direction.")
+    audience = models.CharField(
+        max_length=16, choices=Audience,
+        help_text="Whose comparisons it was found over, and so who may see it.",
+    )  # fmt: skip
     found_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-found_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["tree", "branch", "benchmark", "metric", "target", "push"],
+                fields=["tree", "branch", "benchmark", "metric", "target", "push", "audience"],
                 name="change_point_once",
             ),
         ]

@@ -24,11 +24,12 @@ def _get(client, url, **kw):
     return response, body
 
 
-def test_trees_list_every_tree_with_the_callers_role(world, anon, client_for):
+def test_trees_list_the_trees_the_caller_sees_with_their_role(world, anon, client_for):
     rows = anon.get("/api/v1/trees/").json()["results"]
-    assert [(t["name"], t["role"], t["can_submit"]) for t in rows] == [
-        ("embargo", None, False), ("rcu", None, False)
-    ]  # fmt: skip
+    assert [(t["name"], t["role"], t["can_submit"]) for t in rows] == [("rcu", None, False)]
+    assert [t["name"] for t in client_for(world.bob).get("/api/v1/trees/").json()["results"]] == [
+        "rcu"
+    ]
     assert "webhook_secret" not in rows[0]
     assert "url" not in rows[0]
     rows = client_for(world.carol).get("/api/v1/trees/").json()["results"]
@@ -44,6 +45,21 @@ def test_trees_list_every_tree_with_the_callers_role(world, anon, client_for):
     )
     assert client_for(world.staff).get("/api/v1/trees/rcu/").json()["can_submit"] is True
     assert anon.get("/api/v1/trees/nope/").status_code == 404
+
+
+def test_an_embargoed_tree_is_404_to_outsiders_as_an_unknown_one(world, anon, client_for):
+    """Its name and description (where operators write why it is embargoed) are its
+    members' and staff's only: outsiders get the very answer of a name that does not exist."""
+    world.embargo.description = "EMBARGOED: fix for CVE-2026-99999, disclosure 2027-01-15"
+    world.embargo.save()
+    for client in (anon, client_for(world.bob)):
+        unknown = client.get("/api/v1/trees/no-such-tree/")
+        embargoed = client.get("/api/v1/trees/embargo/")
+        assert (embargoed.status_code, embargoed.content) == (404, unknown.content)
+        assert b"embargo" not in client.get("/api/v1/trees/").content
+    for member in (world.alice, world.staff):
+        body = client_for(member).get("/api/v1/trees/embargo/").json()
+        assert body["description"].startswith("EMBARGOED")
 
 
 def test_targets_and_benchmarks(world, anon):

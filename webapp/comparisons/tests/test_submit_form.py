@@ -210,7 +210,8 @@ def test_a_series_submitted_lands_on_its_comparison_page(client_in, tree, user):
     c = Comparison.objects.get()
     assert response.status_code == 302
     assert response["Location"] == reverse("reports:comparison", args=[c.pk])
-    assert (c.trigger, c.submitted_by_id, c.requested_by) == ("web", user.pk, "ada@example.org")
+    # The user name, never the account's address (a public report shows it).
+    assert (c.trigger, c.submitted_by_id, c.requested_by) == ("web", user.pk, "web:ada")
     assert c.visibility == "restricted"  # the tree's default
     assert (c.revision_a.ref, c.revision_b.ref) == (BASE_TAG, BASE_TAG)
     assert c.revision_b.series is not None

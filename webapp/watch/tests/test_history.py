@@ -4,57 +4,21 @@ comparisons have B runs with writer_duration samples and stored primary verdicts
 import pytest
 
 from tests.support.factories import (
-    ComparisonFactory,
-    MeasurementFactory,
+    HISTORY_RUNS,
     MembershipFactory,
-    MetricVerdictFactory,
-    RevisionFactory,
-    RunFactory,
     TargetFactory,
     TreeFactory,
     UserFactory,
+    head_sha,
+    watched_head,
 )
 from webapp.watch import figures, history
 from webapp.watch.history import median_ci
-from webapp.watch.models import ChangePoint, Push
+from webapp.watch.models import ChangePoint
 
-RUNS = 8  # per side: enough for a 95% order-statistic CI of the median
-
-
-def _sha(n: int) -> str:
-    return f"{n:040x}"
-
-
-def add_head(tree, target, n: int, level: float, *, visibility="public", branch="rcu/dev",
-             verdict="no-meaningful-change", state="tested", anchor=False, done=True):  # fmt: skip
-    """A tested push of `branch` whose comparison's B runs have writer_duration medians
-    `level` + 0.01 * run (A at 6.0)."""
-    rev_a = RevisionFactory.create(tree=tree, ref="v6.12")
-    rev_b = RevisionFactory.create(tree=tree, ref=branch, sha=_sha(1000 + n))
-    c = ComparisonFactory.create(
-        revision_a=rev_a, revision_b=rev_b, target=target, visibility=visibility,
-        state="done" if done else "running", result="ok" if done else "",
-    )  # fmt: skip
-    order = 0
-    for i in range(RUNS):
-        for side in "AB":
-            run = RunFactory.create(comparison=c, side=side, index=i, order=order,
-                                    state="done", result="ok")  # fmt: skip
-            order += 1
-            base = 6.0 if side == "A" else level
-            MeasurementFactory.create(run=run, samples=[base + 0.01 * i - 0.1, base + 0.01 * i,
-                                                        base + 0.01 * i + 0.1])  # fmt: skip
-    # A failed run is no data (analysis.services.counted_runs), whatever it measured.
-    failed = RunFactory.create(comparison=c, side="B", index=RUNS, order=order, state="done",
-                               result="failed", error_code="panic")  # fmt: skip
-    MeasurementFactory.create(run=failed, samples=[60.0])
-    MetricVerdictFactory.create(comparison=c, verdict=verdict, median_a=6.0, median_b=level)
-    push = Push.objects.create(
-        tree=tree, branch=branch, before=_sha(n), after=_sha(1000 + n), source="git",
-        state=state, anchor=anchor,
-    )  # fmt: skip
-    push.comparisons.add(c)
-    return push, c
+RUNS = HISTORY_RUNS
+_sha = head_sha
+add_head = watched_head
 
 
 @pytest.fixture
@@ -129,7 +93,9 @@ def test_restricted_comparison_left_out_for_outsiders(stepped, target):
 def test_record_change_points_once(stepped, caplog):
     tree, heads = stepped
     rows = history.record_change_points(tree, "rcu/dev")
-    assert len(rows) == 1
+    # Found once per audience: here every comparison is public, so both are the same.
+    assert [r.audience for r in rows] == ["public", "members"]
+    assert {(r.push_id, r.change_pct) for r in rows} == {(rows[0].push_id, rows[0].change_pct)}
     cp = rows[0]
     assert cp.push_id == heads[8][0].pk  # the first head after the change
     assert (cp.benchmark, cp.metric, cp.branch) == ("sync-rcu-latency", "writer_duration",
@@ -137,15 +103,16 @@ def test_record_change_points_once(stepped, caplog):
     assert cp.change_pct == pytest.approx(100 * (6.635 / 6.035 - 1))
     assert cp.regression  # writer_duration: lower is better
     assert history.record_change_points(tree, "rcu/dev") == []
-    assert ChangePoint.objects.count() == 1
+    assert ChangePoint.objects.count() == 2
     [s] = history.tree_history(tree, UserFactory.create()).series
     assert [m.push_id for m in s.change_points] == [cp.push_id]
 
 
 def test_change_point_not_stored_again_when_it_moves_by_a_head(stepped, target):
     tree, heads = stepped
-    [cp] = history.record_change_points(tree, "rcu/dev")
-    ChangePoint.objects.filter(pk=cp.pk).update(push=heads[9][0])  # as if found a head later
+    rows = history.record_change_points(tree, "rcu/dev")
+    # As if found a head later.
+    ChangePoint.objects.filter(pk__in=[r.pk for r in rows]).update(push=heads[9][0])
     assert history.record_change_points(tree, "rcu/dev") == []
 
 

@@ -21,12 +21,20 @@ from webapp.webhooks.tests.conftest import (
     github_push,
     gitlab_push,
 )
+from webapp.webhooks.views import NOT_ACCEPTED
 
 pytestmark = pytest.mark.django_db
 
 
 def post(client, source: str, tree: str, body: bytes, headers: dict, ctype="application/json"):
     return client.post(f"/hooks/{source}/{tree}/", data=body, content_type=ctype, **headers)
+
+
+def refused_reason(caplog) -> str:
+    """The reason of the `webhook refused` log line (the answer does not say it)."""
+    [line] = [r.msg for r in caplog.records
+              if isinstance(r.msg, dict) and r.msg.get("event") == "webhook refused"]  # fmt: skip
+    return str(line["reason"])
 
 
 def nothing_stored() -> bool:
@@ -93,7 +101,7 @@ def test_github_form_encoded_payload(client, hooked: Hooked):
 
 
 @pytest.mark.parametrize("signature", ["wrong secret", "missing", "sha1 header only", "garbled"])
-def test_github_bad_signature_stores_nothing(client, hooked: Hooked, signature):
+def test_github_bad_signature_stores_nothing(client, hooked: Hooked, signature, caplog):
     body = github_push()
     headers = hooked.github_headers(
         body, secret="not-the-secret" if signature == "wrong secret" else None
@@ -105,8 +113,8 @@ def test_github_bad_signature_stores_nothing(client, hooked: Hooked, signature):
     if signature == "garbled":
         headers["HTTP_X_HUB_SIGNATURE_256"] = "sha256=\u00e9\u00e9"
     r = post(client, "github", hooked.tree.name, body, headers)
-    assert r.status_code == 403
-    assert "X-Hub-Signature-256" in r.json()["detail"]
+    assert (r.status_code, r.json()) == (403, NOT_ACCEPTED)
+    assert "X-Hub-Signature-256" in refused_reason(caplog)
     assert nothing_stored()
 
 
@@ -217,18 +225,35 @@ def test_declared_length_is_refused_before_reading(settings):
     assert services.read_body("3", lambda n: b"abc") == b"abc"
 
 
-def test_unknown_tree_is_404(client, hooked: Hooked):
+def test_unknown_tree_is_answered_as_a_bad_signature(client, hooked: Hooked):
+    """Whether a tree exists (an embargoed one too) is not for anyone without its secret:
+    an unknown tree, a tree without secrets and a bad signature are one answer, for every
+    source."""
     body = github_push()
-    r = post(client, "github", "no-such-tree", body, hooked.github_headers(body))
-    assert r.status_code == 404
+    for source in ("github", "gitlab", "git"):
+        unknown = post(client, source, "no-such-tree", body, hooked.github_headers(body))
+        known = post(client, source, hooked.tree.name, body, {})
+        assert (unknown.status_code, unknown.json()) == (403, NOT_ACCEPTED)
+        assert (known.status_code, known.content) == (403, unknown.content)
     assert nothing_stored()
 
 
-def test_tree_without_secrets_is_403(client, hooked: Hooked):
+def test_tree_without_secrets_is_answered_as_an_unknown_one(client, hooked: Hooked):
     WebhookEndpoint.objects.all().delete()
     body = github_push()
     r = post(client, "github", hooked.tree.name, body, hooked.github_headers(body))
-    assert r.status_code == 403
+    unknown = post(client, "github", "no-such-tree", body, hooked.github_headers(body))
+    assert (r.status_code, r.content) == (unknown.status_code, unknown.content)
+    assert r.json() == NOT_ACCEPTED
+    assert nothing_stored()
+
+
+def test_an_oversized_body_is_413_whether_the_tree_exists_or_not(client, hooked: Hooked, settings):
+    settings.RCUBENCH_WEBHOOK_MAX_BYTES = 100
+    body = github_push()
+    assert len(body) > 100
+    for tree in (hooked.tree.name, "no-such-tree"):
+        assert post(client, "github", tree, body, hooked.github_headers(body)).status_code == 413
     assert nothing_stored()
 
 
@@ -310,13 +335,13 @@ def test_gitlab_without_uuid_is_idempotent_by_body(client, hooked: Hooked):
 
 
 @pytest.mark.parametrize("token", ["wrong", None])
-def test_gitlab_bad_or_missing_token_stores_nothing(client, hooked: Hooked, token):
+def test_gitlab_bad_or_missing_token_stores_nothing(client, hooked: Hooked, token, caplog):
     headers = hooked.gitlab_headers(token=token or "x")
     if token is None:
         del headers["HTTP_X_GITLAB_TOKEN"]
     r = post(client, "gitlab", hooked.tree.name, gitlab_push(), headers)
-    assert r.status_code == 403
-    assert "X-Gitlab-Token" in r.json()["detail"]
+    assert (r.status_code, r.json()) == (403, NOT_ACCEPTED)
+    assert "X-Gitlab-Token" in refused_reason(caplog)
     assert nothing_stored()
 
 
@@ -389,13 +414,13 @@ def test_git_push_is_accepted_and_a_replay_is_a_no_op(client, hooked: Hooked):
 
 
 @pytest.mark.parametrize("offset", [-301, -3600, 301])
-def test_git_timestamp_outside_window_stores_nothing(client, hooked: Hooked, offset):
+def test_git_timestamp_outside_window_stores_nothing(client, hooked: Hooked, offset, caplog):
     body = git_body()
     r = post(
         client, "git", hooked.tree.name, body, hooked.git_headers(body, int(time.time()) + offset)
     )
-    assert r.status_code == 403
-    assert "Timestamp" in r.json()["detail"]
+    assert (r.status_code, r.json()) == (403, NOT_ACCEPTED)
+    assert "Timestamp" in refused_reason(caplog)
     assert nothing_stored()
 
 
