@@ -15,9 +15,12 @@ does not answer within its boot timeout is power-cycled and reported `recovering
 does not answer after `tries` power cycles is reported lost, for the caller to disable.
 
 Commands are the operator's (trusted) templates: one command per line, split like a shell
-would (no shell runs them), with {name}, {address} and {port} filled in per argument.
+would (no shell runs them), with {name}, {address} and {port} filled in per argument. A
+filled-in value never starts with `-` (so it is never an option) and templates end the
+options with `--` before a host argument where the tool allows it (docs/lab.md).
 """
 
+import re
 import shlex
 import subprocess
 import time
@@ -86,20 +89,42 @@ class Restore:
     seconds: float
 
 
+_PLACEHOLDER = re.compile(r"\{(name|address|port)\}")
+
+
+def _fill_value(field: str, value: str) -> str:
+    """A host field as it may reach an argv: never read as an option (a leading `-`), never
+    more than one word (whitespace or control characters). The model refuses such values
+    (webapp/lab/models.py); this is the runner's own check for a row that bypassed it."""
+    if not value or value.startswith("-") or any(c.isspace() or ord(c) < 32 for c in value):
+        raise ValueError(f"lab host {field} {value!r:.80} is refused: empty, or starts with "
+                         "'-', or holds whitespace or control characters")  # fmt: skip
+    return value
+
+
 def expand(template: str, host: LabHost) -> list[list[str]]:
-    """The commands of a template: each non-empty line split as a shell would, then each
-    argument formatted with the host's name, address and port (no shell ever runs them)."""
-    values = {"name": host.name, "address": host.endpoint.address,
-              "port": str(host.endpoint.port)}  # fmt: skip
+    """The commands of a template: each non-empty line split as a shell would, then {name},
+    {address} and {port} filled in within each argument (no shell ever runs them). Only
+    those three are placeholders: any other brace is literal (`awk '{print}'`)."""
+    values = {"name": _fill_value("name", host.name),
+              "address": _fill_value("address", host.endpoint.address),
+              "port": _fill_value("port", str(host.endpoint.port))}  # fmt: skip
     lines = [s for s in template.splitlines() if s.strip() and not s.lstrip().startswith("#")]
-    return [[arg.format(**values) for arg in shlex.split(line)] for line in lines]
+    return [
+        [_PLACEHOLDER.sub(lambda m: values[m.group(1)], arg) for arg in shlex.split(line)]
+        for line in lines
+    ]
 
 
 def power_cycle(host: LabHost) -> list[str]:
     """Run the host's power command; each line's failure is reported, not fatal (destroying
     a machine that is off fails, and the start after it is what counts)."""
+    try:
+        commands = expand(host.power_command, host)
+    except ValueError as exc:
+        return [str(exc)]
     notes = []
-    for argv in expand(host.power_command, host):
+    for argv in commands:
         try:
             done = subprocess.run(argv,  # noqa: S603 -- the operator's own command
                                   capture_output=True, text=True, check=False,
@@ -151,8 +176,9 @@ def run_lab(
     phases = Phases()
     started = time.monotonic()
     try:
+        console = expand(host.console_command, host)[0]
         client = connect(host.endpoint, _SSH_TIMEOUT)
-    except SSHError as exc:
+    except (ValueError, SSHError) as exc:  # a refused host field, or no ssh
         return LabRun(RunOutcome(INFRA, str(exc), "", 0.0, None), "not-started", phases)
     phases.connect = time.monotonic() - started
     try:
@@ -167,7 +193,7 @@ def run_lab(
         job.console_log.parent.mkdir(parents=True, exist_ok=True)
         with job.console_log.open("wb") as sink:
             watcher = subprocess.Popen(  # noqa: S603 -- the operator's own command
-                expand(host.console_command, host)[0], stdout=sink,
+                console, stdout=sink,
                 stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
         try:

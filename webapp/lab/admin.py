@@ -1,8 +1,18 @@
+from typing import Any
+
 from django.contrib import admin, messages
 from django.db.models import QuerySet
+from django.forms import ModelForm
 from django.http import HttpRequest
 
+from webapp import logs
 from webapp.lab.models import LabAssignment, LabHost
+
+log = logs.get(__name__)
+
+# What the lab worker executes or reads as its identity: a staff account that is not a
+# superuser sees these but cannot change them (a web login is no shell on the workers).
+COMMAND_FIELDS = ("console_command", "power_command", "key_file")
 
 
 @admin.register(LabHost)
@@ -18,6 +28,17 @@ class LabHostAdmin(admin.ModelAdmin):
                        "arch", "kernel_release", "cpus", "sockets", "cores", "threads",
                        "smt_control", "probed_at"]  # fmt: skip
     actions = ["probe_hosts", "enable_hosts", "disable_hosts"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = list(super().get_readonly_fields(request, obj))
+        if not request.user.is_superuser:
+            fields += COMMAND_FIELDS
+        return fields
+
+    def save_model(self, request: HttpRequest, obj: LabHost, form: ModelForm, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        log.info("lab host saved", host=obj.name, by=str(request.user), created=not change,
+                 fields=sorted(form.changed_data))  # fmt: skip
 
     @admin.action(description="Read arch, kernel and CPU topology from the hosts (ssh)")
     def probe_hosts(self, request: HttpRequest, queryset: QuerySet[LabHost]) -> None:

@@ -1,11 +1,73 @@
 """Bare-metal lab hosts: the pool of a Target of kind lab, and which hardware class each
 comparison's runs keep to. The runner itself is engine/lab (no Django)."""
 
-from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+import re
+import shlex
+
+from django.core.exceptions import ValidationError
+from django.core.validators import (
+    MaxValueValidator,
+    MinValueValidator,
+    RegexValidator,
+    validate_ipv46_address,
+)
 from django.db import models
 
 from webapp.comparisons.models import Comparison, Run, Target
 from webapp.states import Arch
+
+# Host fields are filled into the operator's command templates (ssh, socat, ipmitool,
+# virsh): a value starting with `-` would be read as an option there
+# (-oProxyCommand=...), and whitespace or a control character would make it more than one
+# word. Each is refused here with the field's name (admin form, `manage.py lab_host`).
+_HOSTNAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?\Z")  # fmt: skip
+
+
+def validate_no_option(value: str) -> None:
+    """No leading `-`, no whitespace or control characters."""
+    if value.startswith("-"):
+        raise ValidationError("must not start with '-' (it would be read as an option)")
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValidationError("must not hold whitespace or control characters")
+
+
+def validate_host_address(value: str) -> None:
+    """A host name (RFC 1123 labels) or an IPv4/IPv6 address."""
+    validate_no_option(value)
+    if _HOSTNAME.match(value):
+        return
+    try:
+        validate_ipv46_address(value)
+    except ValidationError:
+        raise ValidationError(
+            f"{value!r:.80} is not a host name or an IP address", code="invalid"
+        ) from None
+
+
+def validate_key_file(value: str) -> None:
+    validate_no_option(value)
+    if not value.startswith("/") or "/../" in f"{value}/":
+        raise ValidationError("must be an absolute path without '..'")
+
+
+def validate_template(value: str) -> None:
+    """Each line splits like a shell would split it (an unclosed quote is refused here, not
+    on the lab worker at run time)."""
+    for number, line in enumerate(value.splitlines(), 1):
+        try:
+            shlex.split(line)
+        except ValueError as exc:
+            raise ValidationError(f"line {number}: {exc}") from None
+
+
+login_name_validator = RegexValidator(
+    r"^[a-z_][a-z0-9_-]{0,31}\Z", "a login name: lower-case letters, digits, '_' or '-', "
+    "starting with a letter or '_'",
+)  # fmt: skip
+console_device_validator = RegexValidator(
+    r"^[A-Za-z][A-Za-z0-9_,.]{0,31}\Z", "a console device such as ttyS0 or hvc0"
+)
 
 
 class LabHost(models.Model):
@@ -22,14 +84,18 @@ class LabHost(models.Model):
         Target, on_delete=models.PROTECT, related_name="lab_hosts",
         limit_choices_to={"kind": Target.Kind.LAB}, help_text="The lab pool it serves.",
     )  # fmt: skip
-    name = models.SlugField(max_length=64, unique=True)
-    address = models.CharField(max_length=255, help_text="ssh address (name or IP).")
+    name = models.SlugField(max_length=64, unique=True, validators=[validate_no_option])
+    address = models.CharField(
+        max_length=255, validators=[validate_host_address],
+        help_text="ssh address (host name or IP).",
+    )  # fmt: skip
     port = models.PositiveIntegerField(
         default=22, validators=[MinValueValidator(1), MaxValueValidator(65535)]
     )
-    user = models.CharField(max_length=64, default="root")
+    user = models.CharField(max_length=64, default="root", validators=[login_name_validator])
     key_file = models.CharField(
         max_length=255,
+        validators=[validate_key_file],
         help_text="Path of the runner's private ssh key on the worker hosts (a reference: the "
         "key itself is never stored here; Ansible installs it).",
     )
@@ -50,16 +116,22 @@ class LabHost(models.Model):
         "of them. Empty: this host is a class of its own.",
     )  # fmt: skip
     console_command = models.TextField(
+        validators=[validate_template],
         help_text="A command whose output is the host's console (ipmitool ... sol activate, a "
-        "console server, a TCP serial). {name}, {address} and {port} are filled in."
+        "console server, a TCP serial). {name}, {address} and {port} are filled in; end "
+        "options with -- before them where the tool allows it (docs/lab.md).",
     )
     power_command = models.TextField(
+        validators=[validate_template],
         help_text="Commands, one per line, that power-cycle the host into its known-good "
         "kernel (ipmitool ... chassis power cycle; virsh destroy + start). A line that fails "
-        "does not stop the next."
+        "does not stop the next.",
     )
     console_device = models.CharField(
-        max_length=32, default="ttyS0", help_text="The kernel's console= (ttyS0, hvc0)."
+        max_length=32,
+        default="ttyS0",
+        validators=[console_device_validator],
+        help_text="The kernel's console= (ttyS0, hvc0).",
     )
     boot_timeout_seconds = models.PositiveIntegerField(
         default=600, validators=[MinValueValidator(10), MaxValueValidator(3600)],

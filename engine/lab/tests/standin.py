@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "vm-images" / "lab-standin.sh"
 IMAGE_DIR = Path(os.environ.get("RCUBENCH_LAB_STANDIN_DIR", "/var/lib/rcubench/lab-standin"))
 VIRSH = "virsh -q -c qemu:///system"
-POWER = f"{VIRSH} destroy {{name}}\n{VIRSH} start {{name}}"
+POWER = f"{VIRSH} destroy -- {{name}}\n{VIRSH} start -- {{name}}"  # `--`: options end
 BOOT_TIMEOUT = 180.0  # the known-good kernel to sshd under TCG, with room for a busy host
 
 
