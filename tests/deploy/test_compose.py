@@ -58,7 +58,6 @@ def _docker_ready() -> bool:
 
 
 pytestmark = [
-    pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="docker, debootstrap and libvirt need root"),
     pytest.mark.skipif(not _docker_ready(), reason="no dockerd or compose (scripts/setup.sh)"),
 ]

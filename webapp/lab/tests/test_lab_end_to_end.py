@@ -13,6 +13,7 @@ from django.test import Client
 from conftest import BASE_TAG, DEFAULT_TREE
 from engine.lab.ssh import answers
 from engine.lab.tests.standin import VIRSH, powered_on
+from webapp.comparisons.consoles import console_dir
 from webapp.comparisons.models import Comparison, Run
 from webapp.comparisons.serving import served_by
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
@@ -21,7 +22,7 @@ from webapp.lab.models import LabAssignment, LabHost
 from webapp.lab.tests.conftest import POOL
 from webapp.trees.services import register_local_tree
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 HOUR_LONG = "rcuscale.minruntime=3600"  # rcuscale keeps writing for at least an hour
 
@@ -35,7 +36,6 @@ def _submit(runs: int = 2) -> Comparison:
 
 def _kernel_running(c: Comparison, procs) -> Run:
     """The first B run once its kernel prints on the host's console (kexec done)."""
-    from webapp.comparisons.consoles import console_dir
 
     def booted() -> Run | None:
         run = c.runs.filter(side="B", state="running").first()
@@ -107,7 +107,7 @@ def test_a_host_that_never_comes_back_is_disabled_and_the_pool_refuses_work(
         # While B's kernel runs, the operator's power switch breaks: it only cuts the
         # power now, so the host never boots again. Read at the recovery, as a fix would be.
         LabHost.objects.filter(pk=lab_host.pk).update(
-            power_command=f"{VIRSH} destroy {{name}}", boot_timeout_seconds=10
+            power_command=f"{VIRSH} destroy -- {{name}}", boot_timeout_seconds=10
         )
         _pull_the_plug(lab_host)
         celery_processes.until_done(c, 600)
