@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # tests/deploy/ -> the repository
 ANSIBLE_DIR = ROOT / "ansible"
 VENV_BIN = Path(sys.executable).parent
 CACHE = Path(os.environ.get("RCUBENCH_DEBOOTSTRAP_CACHE", "/var/lib/rcubench/debootstrap-cache"))

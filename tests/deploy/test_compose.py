@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # tests/deploy/ -> the repository
 HOST_DATA = Path("/var/lib/rcubench")
 HOST_TREES = HOST_DATA / "trees"
 HOST_CCACHE = Path(os.environ.get("RCUBENCH_CCACHE_DIR", HOST_DATA / "ccache"))

@@ -23,7 +23,7 @@ import pytest
 
 from webapp.routing import all_queues
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # tests/deploy/ -> the repository
 VENV_BIN = Path(sys.executable).parent
 DEFAULT_TARGETS = ["qemu-x86_64", "qemu-ppc64le"]
 # What an operator's .env must provide to docker-compose.yml.
