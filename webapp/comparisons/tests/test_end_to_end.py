@@ -4,30 +4,37 @@ faults the orchestrator must survive: a worker SIGKILLed mid-run, a VM that hang
 restarted mid-comparison, a build that fails, a cancel while a VM runs.
 
 Few runs per side (RCUBENCH_ALLOW_FEW_RUNS, a test-only override): the 24-run statistics
-belong to `make demo` and perf/, not to CI."""
+belong to `make demo` and perf/, not to CI. The comparison from the command line is the
+session's shared one (conftest.shared_comparison), which test_verdicts_end_to_end.py reads
+too; each fault has a comparison of its own, of 2 runs a side (the floor of test mode).
+"""
 
 import io
-import json
 import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.test import Client
 
 from conftest import BASE_TAG, DEFAULT_TREE
-from engine.vm.connection import open_connection
 from webapp.comparisons.models import Comparison, Run
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
+from webapp.comparisons.tests.conftest import (
+    DEMO_MBOX,
+    SHARED_CMDLINE_B,
+    SHARED_RUNS,
+    SharedComparison,
+    rcubench_domains,
+    state_lines,
+)
 from webapp.trees.models import Revision
 from webapp.trees.services import register_local_tree, store_series
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-DEMO_MBOX = Path(__file__).resolve().parents[3] / "demo" / "0001-rcu-fqs-one-more-jiffy-demo.mbox"
 ABBA = {tuple("ABBA"), tuple("BAAB")}
 
 
@@ -50,16 +57,6 @@ def _running_run(c: Comparison, procs, **filters: object) -> Run:
     return procs.wait_for(one, 300)
 
 
-def _rcubench_domains() -> list[str]:
-    conn = open_connection("qemu:///system")
-    try:
-        return [
-            d.name() for d in conn.listAllDomains() if d.name().startswith("rcubench-test-qemu-")
-        ]
-    finally:
-        conn.close()
-
-
 def _assert_counted(c: Comparison, per_side: int) -> None:
     """`per_side` ok runs a side, plus the ok partners of replacements (a failed run is
     replaced in a fresh pair with a run of the other side: one with no retry_of beyond the
@@ -74,48 +71,33 @@ def _assert_counted(c: Comparison, per_side: int) -> None:
     assert all(r.measurements.filter(metric="writer_duration").count() == 1 for r in ok)
 
 
-def _state_lines(procs, caplog) -> list[dict]:
-    """The structured "<kind> state" lines of this test: the workers' and beat's log files
-    (JSON lines), then this process's own (the submission)."""
-    lines = [record.msg for record in caplog.records if isinstance(record.msg, dict)]
-    for proc in procs.procs:
-        for line in proc.log_path.read_text().splitlines():
-            if line.startswith("{"):
-                lines.append(json.loads(line))
-    return [line for line in lines if str(line.get("event", "")).endswith(" state")]
-
-
 def _states(lines: list[dict], kind: str, pk: int | None) -> list[str]:
     return [
         line["state"] for line in lines if line["event"] == f"{kind} state" and line.get(kind) == pk
     ]
 
 
-def test_a_comparison_from_the_cli_to_the_report(celery_processes, env, caplog):
-    caplog.set_level("INFO")
-    celery_processes.start_worker(**env)
-    out = io.StringIO()
-    call_command(
-        "compare", "--tree", str(DEFAULT_TREE), "--base", BASE_TAG, "--bench",
-        "sync-rcu-latency", "--runs", "4", "--max-runs", "4", "--cmdline-b",
-        "rcutree.jiffies_till_first_fqs=2", "--timeout", "600", stdout=out,
-    )  # fmt: skip
-    text = out.getvalue()
-    c = Comparison.objects.get()
-    assert (c.state, c.result, c.error_code) == ("done", "ok", ""), celery_processes.logs()
+def test_a_comparison_from_the_cli_to_the_report(
+    cli_comparison: Comparison, shared_comparison: SharedComparison
+):
+    # `compare --runs 4 --max-runs 4 --cmdline-b rcutree.jiffies_till_first_fqs=2` with a
+    # worker up, run by the shared fixture: `text` is what it printed.
+    c, text = cli_comparison, shared_comparison.output
+    assert shared_comparison.pks == [c.pk], text  # the command made one comparison
+    assert (c.state, c.result, c.error_code) == ("done", "ok", ""), shared_comparison.logs
     # One build serves both sides (same sha, two command lines), from the session's cache.
     assert c.build_a_id == c.build_b_id
     assert c.build_a is not None
     assert c.build_a.cached
     runs = list(c.runs.order_by("order"))
-    assert [r.order for r in runs] == list(range(8))
+    assert [r.order for r in runs] == list(range(2 * SHARED_RUNS))
     assert {tuple(r.side for r in runs[i : i + 4]) for i in (0, 4)} <= ABBA
-    _assert_counted(c, 4)
+    _assert_counted(c, SHARED_RUNS)
     for run in runs:  # the per-side command line reached that side's kernel only
-        assert ("rcutree.jiffies_till_first_fqs=2" in run.console_log) == (run.side == "B")
+        assert (SHARED_CMDLINE_B in run.console_log) == (run.side == "B")
     primary = c.verdicts.get(benchmark="sync-rcu-latency", metric="writer_duration",
                              statistic="p50")  # fmt: skip
-    assert (primary.n_a, primary.n_b, primary.is_primary) == (4, 4, True)
+    assert (primary.n_a, primary.n_b, primary.is_primary) == (SHARED_RUNS, SHARED_RUNS, True)
     assert c.verdict == primary.verdict or c.verdict
     # The terminal: the verdict table and the report URL.
     assert "sync-rcu-latency/writer_duration *" in text
@@ -129,10 +111,10 @@ def test_a_comparison_from_the_cli_to_the_report(celery_processes, env, caplog):
     assert f"/runs/{runs[0].pk}/console" in html
     console = Client().get(f"/runs/{runs[0].pk}/console")
     assert "rcu-scale: writer 0 gps:" in console.content.decode()
-    assert not _rcubench_domains()
+    assert not shared_comparison.domains_left
     # Operators' logs: one line per state change of the comparison, its build and each run,
     # with its id (JSON lines in the worker's log; the submission's in this process).
-    lines = _state_lines(celery_processes, caplog)
+    lines = shared_comparison.states
     assert _states(lines, "comparison", c.pk) == [
         "queued",
         "building",
@@ -152,7 +134,7 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(celery_processes, 
     time.sleep(1.0)  # the VM is booting
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait()
-    assert any(f"run{killed.pk}-" in name for name in _rcubench_domains())  # left running
+    assert any(f"run{killed.pk}-" in name for name in rcubench_domains())  # left running
     # The restarted worker destroys the leftover VM; beat's reaper ends the silent run.
     celery_processes.start_worker(**env)
     celery_processes.start_beat(**env)
@@ -161,7 +143,9 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(celery_processes, 
     killed.refresh_from_db()
     assert (killed.result, killed.error_code) == ("incomplete", "lost")
     reaped = [
-        line for line in _state_lines(celery_processes, caplog) if line.get("run") == killed.pk
+        line
+        for line in state_lines(caplog.records, celery_processes)
+        if line.get("run") == killed.pk
     ]
     assert [(line["state"], line.get("error")) for line in reaped] == [
         ("queued", None),
@@ -170,7 +154,7 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(celery_processes, 
     ]
     assert killed.retried_by.result == "ok"
     _assert_counted(c, 2)
-    assert not _rcubench_domains()
+    assert not rcubench_domains()
 
 
 HOUR_LONG = "rcuscale.minruntime=3600"  # rcuscale keeps writing for at least an hour
@@ -192,7 +176,7 @@ def test_a_hung_vm_is_timed_out_and_replaced(celery_processes, env):
     assert "still running after" in hung.error_message
     assert hung.retried_by.result == "ok"
     _assert_counted(c, 2)
-    assert not _rcubench_domains()
+    assert not rcubench_domains()
 
 
 def _restart_redis() -> None:
@@ -254,11 +238,11 @@ def test_cancel_tears_down_the_running_vm(celery_processes, env):
     c = _submit()
     Comparison.objects.filter(pk=c.pk).update(cmdline_a=HOUR_LONG, cmdline_b=HOUR_LONG)
     run = _running_run(c, celery_processes)
-    celery_processes.wait_for(lambda: any(f"run{run.pk}-" in n for n in _rcubench_domains()), 60)
+    celery_processes.wait_for(lambda: any(f"run{run.pk}-" in n for n in rcubench_domains()), 60)
     out = io.StringIO()
     call_command("compare", "--cancel", str(c.pk), stdout=out)
     assert f"comparison {c.pk} cancelled" in out.getvalue()
-    celery_processes.wait_for(lambda: not _rcubench_domains(), 15)
+    celery_processes.wait_for(lambda: not rcubench_domains(), 15)
     c.refresh_from_db()
     assert (c.state, c.result, c.error_code) == ("done", "incomplete", "cancelled")
     assert set(c.runs.values_list("error_code", flat=True)) == {"cancelled"}

@@ -5,9 +5,10 @@ report page.
 - An A/A comparison (one kernel against itself) with a CPU hog on the host during side B's
   runs only: B's runs are flagged contended and A's not (at most one, by a neighbour's
   job), the report shows it and warns, and no result says regression or improvement (what
-  the hog does to B's latencies is held back, not reported as the kernel's). The same A/A
-  without the hog flags nothing. Both need a quiet host (hostload counts everything but
-  the run's QEMU): they wait a while for a neighbour's job to end, then skip.
+  the hog does to B's latencies is held back, not reported as the kernel's). A comparison
+  without the hog flags nothing: read off the session's shared comparison (conftest.py),
+  which test_end_to_end.py reads too. Both need a quiet host (hostload counts everything
+  but the run's QEMU): they wait a while for a neighbour's job to end, then skip.
 - A kernel that panics in most of its boots, at random (a real patch, fixtures/), against
   its base: the comparison ends as reliability-regression, the failure-rate row and the
   report carry the counts per side.
@@ -32,13 +33,19 @@ from aiosmtpd.controller import Controller
 from django.db import connection
 from django.test import Client
 
-from engine.run.hostload import parse_stat
 from stats.methods import reliability_level
 from stats.verdicts import FAILURE_METRIC, IMPROVEMENT, REGRESSION, RELIABILITY
 from webapp.alerts.models import Subscription
 from webapp.alerts.tests.conftest import Handler, free_port
 from webapp.analysis.services import design_for
 from webapp.comparisons.models import Comparison, Run
+from webapp.comparisons.tests.conftest import (
+    QUIET_SHARE,
+    QUIET_WAIT_SECONDS,
+    SHARED_RUNS,
+    SharedComparison,
+    wait_for_quiet,
+)
 from webapp.comparisons.tests.test_end_to_end import _submit
 from webapp.states import Result, State
 
@@ -50,11 +57,11 @@ RANDOM_PANIC_MBOX = Path(__file__).parent / "fixtures" / "0001-init-random-panic
 PANIC_LINE = "rcubench-test: random panic"
 NO_PANIC_LINE = "rcubench-test: no panic this boot"
 
-AA_RUNS = 8  # per side: B's 8 of 8 contended against A's 0 of 8 is far past the imbalance
-# Others' share of the host's CPU time below which the host counts as quiet before an A/A
-# run: idle with the worker up it is 0.00-0.03 (settings.RCUBENCH_CONTENTION_SHARE).
-QUIET_SHARE = 0.1
-QUIET_WAIT_SECONDS = 180.0
+# Per side: B's 4 of 4 contended against A's at most 1 of 4 is far past the imbalance
+# (0.1), and 4 is the fewest at which the hog's effect could be a verdict at all (B's runs
+# all above A's: a permutation p of 2/70 = 0.029, below the primary alpha of 0.045; at 3 a
+# side it is 2/20), so that no regression is the hold's doing, not too few runs'.
+AA_RUNS = 4
 PANIC_RUNS = 8  # per side; see test_a_kernel_that_panics_at_random_... for why 8
 RUN_FIELDS = ("order", "side", "result", "error_code", "wall_seconds", "host_busy_share",
               "host_steal_share", "host_load_avg", "contended", "pinned")  # fmt: skip
@@ -123,25 +130,14 @@ def cpu_hog(comparison: Comparison, sides: str) -> Iterator[dict[str, float]]:
         raise errors[0]
 
 
-def _busy_share(seconds: float = 3.0) -> float:
-    """Everything's share of the host's CPU time over `seconds` (no VM runs now)."""
-    first = parse_stat(Path("/proc/stat").read_text())
-    time.sleep(seconds)
-    last = parse_stat(Path("/proc/stat").read_text())
-    return (last.busy - first.busy) / max(last.total - first.total, 1)
-
-
 def _quiet_host() -> None:
     """Skip unless the host is quiet: with other work on it (a shared machine) A's runs are
-    contended too and the test cannot tell the hog's runs apart. Waits a while for a
-    neighbour's job to end. On a dedicated host (CI) this returns at once."""
-    deadline = time.monotonic() + QUIET_WAIT_SECONDS
-    while (share := _busy_share()) > QUIET_SHARE:
-        if time.monotonic() > deadline:
-            pytest.skip(
-                f"the host is busy with other work ({share:.0%} of its CPU time for "
-                f"{QUIET_WAIT_SECONDS:.0f} s): every run would be contended"
-            )
+    contended too and the test cannot tell the hog's runs apart."""
+    if (share := wait_for_quiet()) > QUIET_SHARE:
+        pytest.skip(
+            f"the host is busy with other work ({share:.0%} of its CPU time for "
+            f"{QUIET_WAIT_SECONDS:.0f} s): every run would be contended"
+        )
 
 
 def _print_runs(c: Comparison) -> None:
@@ -234,18 +230,32 @@ def test_aa_with_a_cpu_hog_on_side_b_is_contended_there_and_no_regression(
     assert f"{contended_a} of A's {AA_RUNS} and {AA_RUNS} of B's {AA_RUNS}" in unescape(html)
 
 
-def test_aa_on_a_quiet_host_flags_no_run(celery_processes, worker_env):
-    c = _aa(celery_processes, worker_env, hog_sides="")
+def test_a_comparison_on_a_quiet_host_flags_no_run(
+    cli_comparison: Comparison, shared_comparison: SharedComparison
+):
+    """The hog test's control, read off the shared comparison (conftest.py: the session's
+    kernel on both sides, one build, SHARED_RUNS runs a side, run after waiting for a quiet
+    host): without the hog nothing is flagged, held back or warned about. Its side B boots
+    with a command line of its own, which contention does not look at."""
+    if shared_comparison.busy_share > QUIET_SHARE:
+        pytest.skip(
+            f"the host was busy with other work ({shared_comparison.busy_share:.0%} of its "
+            f"CPU time for {QUIET_WAIT_SECONDS:.0f} s): every run would be contended"
+        )
+    c, n = cli_comparison, SHARED_RUNS
+    _print_runs(c)
+    assert (c.result, c.error_code) == ("ok", ""), c.error_message
+    assert c.build_a_id == c.build_b_id
     runs = list(c.runs.order_by("order"))
-    assert all(r.result == Result.OK for r in runs), "an A/A boot failed"
+    assert all(r.result == Result.OK for r in runs), "a boot failed"
     assert all(r.host_busy_share is not None for r in runs)
     assert not any(r.contended for r in runs), [r.host_busy_share for r in runs]
     primary = c.verdicts.get(metric="writer_duration", statistic="p50")
-    assert primary.details["contended"] == {"a": [0, AA_RUNS], "b": [0, AA_RUNS]}
+    assert primary.details["contended"] == {"a": [0, n], "b": [0, n]}
     assert "held_back" not in primary.details
     html = _report(c)
-    assert _contention_cell(html, "A") == f"0 of {AA_RUNS}"
-    assert _contention_cell(html, "B") == f"0 of {AA_RUNS}"
+    assert _contention_cell(html, "A") == f"0 of {n}"
+    assert _contention_cell(html, "B") == f"0 of {n}"
     assert 'class="contended"' not in html
     assert 'class="badge contended-mark"' not in html  # (the name alone is in the CSS)
     assert 'id="contention-warning"' not in html

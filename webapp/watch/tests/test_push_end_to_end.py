@@ -2,7 +2,14 @@
 this machine, whose post-receive hook (contrib/post-receive) calls the generic webhook of
 the live server; the push's comparison is built, booted and analysed by real workers, and
 the tree's history shows the new head. Two pushes within the coalescing window give one
-comparison, of the newest head against the previous tested head."""
+comparison, of the newest head against the previous tested head.
+
+The second push rewrites the branch to demo/'s patch on the base tag, committed as
+rcubench's builder commits a series (the patch's dates, its fixed committer): the same
+commit as the session's demo kernel (conftest.x86_demo_kernel), so both sides' kernels are
+found by key and the comparison builds none. An empty commit as the head cost a whole
+kernel build in a slot of its own (a new tree is a new mirror and slot).
+"""
 
 import os
 import shutil
@@ -16,6 +23,8 @@ import pytest
 from django.test import Client
 
 from conftest import BASE_TAG, DEFAULT_TREE
+from engine.build.git import Checkout
+from engine.build.patches import apply_series, parse_mbox
 from tests.support.factories import ComparisonFactory, RevisionFactory
 from webapp.comparisons.models import Comparison
 from webapp.comparisons.tests import conftest as comparison_fixtures
@@ -24,9 +33,10 @@ from webapp.watch.models import Push, WatchPolicy
 from webapp.webhooks.models import WebhookEndpoint
 
 pytestmark = pytest.mark.django_db(transaction=True)
-# The worker settings and target of the whole-comparison tests.
+# The worker settings, target and demo kernel of the whole-comparison tests.
 env = comparison_fixtures.env
 x86_target = comparison_fixtures.x86_target
+x86_demo_kernel = comparison_fixtures.x86_demo_kernel
 
 HOOK = Path(__file__).resolve().parents[3] / "contrib" / "post-receive"
 SECRET = "end-to-end-test-secret"
@@ -63,16 +73,35 @@ def served_tree(live_server):
     shutil.rmtree(root, ignore_errors=True)
 
 
+def _push(work: Path, source: str, *, force: bool = False) -> str:
+    """`source` pushed to master: what the hook printed."""
+    done = subprocess.run(["git", "push", *(["--force"] if force else []), "origin",
+                           f"{source}:refs/heads/master"], cwd=work, env=GIT_ENV, check=True,
+                          capture_output=True, text=True)  # fmt: skip
+    return done.stderr
+
+
 def _push_commit(work: Path, message: str) -> tuple[str, str]:
     """An empty commit on master, pushed: returns (sha, what the hook printed)."""
     _git("commit", "--quiet", "--allow-empty", "-m", message, cwd=work)
-    done = subprocess.run(["git", "push", "origin", "HEAD:master"], cwd=work, env=GIT_ENV,
-                          check=True, capture_output=True, text=True)  # fmt: skip
-    return _git("rev-parse", "HEAD", cwd=work), done.stderr
+    said = _push(work, "HEAD")
+    return _git("rev-parse", "HEAD", cwd=work), said
+
+
+def _demo_commit(work: Path, base: str) -> str:
+    """demo/'s patch applied on `base` by the builder's own code (engine.build.patches): the
+    commit a build of base + that series makes. The work tree holds only the file it
+    changes. Leaves HEAD and the index at `base`."""
+    _git("reset", "--quiet", base, cwd=work)
+    _git("checkout", "--", "kernel/rcu/tree.h", cwd=work)
+    series = parse_mbox(comparison_fixtures.DEMO_MBOX.read_bytes())
+    applied = apply_series(Checkout(work, work / ".git"), series, fallback=False)
+    _git("reset", "--quiet", base, cwd=work)
+    return applied.sha
 
 
 def test_pushes_reach_a_comparison_that_runs_and_the_history_shows_the_head(
-    celery_processes, env, x86_target, served_tree
+    celery_processes, env, x86_target, x86_demo_kernel, served_tree
 ):
     bare, work = served_tree
     tree = Tree.objects.create(name="linux", url=str(bare))
@@ -91,11 +120,15 @@ def test_pushes_reach_a_comparison_that_runs_and_the_history_shows_the_head(
     )  # fmt: skip
     Push.objects.create(tree=tree, branch="master", before="0" * 40, after=base,
                         source="git", state="tested").comparisons.add(earlier)  # fmt: skip
+    demo = _demo_commit(work, base)
+    assert demo == x86_demo_kernel.sha  # the session built its kernel
     celery_processes.start_worker(**env)
 
     first, said = _push_commit(work, "rcu: first step")
     assert "rcubench: refs/heads/master:" in said  # the hook's report of the 202
-    newest, _ = _push_commit(work, "rcu: second step, within the window")
+    # Within the window, the branch is rewritten to the demo commit (a child of the base).
+    _push(work, demo, force=True)
+    newest = demo
     assert Push.objects.filter(tree=tree, state="pending").count() == 2
 
     deadline = time.monotonic() + 900
