@@ -36,6 +36,7 @@ from engine.build.git import (
     BadRefError,
     Checkout,
     GitError,
+    commit_subject,
     ensure_mirror,
     mirror_lock,
     published,
@@ -140,6 +141,7 @@ class BuildOutcome:
     trusted: bool  # built as the tree's own history (wrote the slot's objects and ccache)
     series: AppliedSeries | None = None
     pruned: tuple[str, ...] = field(default=())
+    subject: str = ""  # the subject line of base_sha, the commit the ref names
 
     @property
     def log_path(self) -> Path:
@@ -180,6 +182,7 @@ def build_kernel(
         base_sha = resolve(mirror, req.ref)
     except BadRefError as exc:
         raise BuildError(BAD_REF, str(exc)) from exc
+    subject = commit_subject(mirror, base_sha)
     store = Store(settings.root)
 
     def outcome(
@@ -201,6 +204,7 @@ def build_kernel(
             trusted=meta.get("trusted") is True,
             series=_applied(meta.get("series")),
             pruned=tuple(pruned),
+            subject=subject,
         )
 
     memo_key = _memo_key(base_sha, req) if series else ""

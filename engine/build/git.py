@@ -236,6 +236,18 @@ def resolve(mirror: Path, rev: str) -> str:
     return result.stdout.strip()
 
 
+def commit_subject(git_dir: Path, sha: str) -> str:
+    """The subject line of commit `sha` (how people name a commit, beside its short sha),
+    or "" where git cannot say: an unknown commit, or a subject that is not UTF-8."""
+    if not _SHA.match(sha):
+        raise BadRefError(f"{sha!r} is not a full sha")
+    try:
+        done = run_git(["show", "--no-patch", "--format=%s", sha], git_dir=git_dir, check=False)
+    except UnicodeDecodeError:  # the commit's bytes: left unnamed rather than guessed
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
 def published(mirror: Path, sha: str) -> bool:
     """Whether a branch or tag of the mirror reaches commit `sha`: the tree's own history,
     which a build may trust. A commit only a forge's refs reach, or one a patch series made,

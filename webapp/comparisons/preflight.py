@@ -31,6 +31,7 @@ fails in the build.
 import os
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
@@ -39,6 +40,7 @@ from engine.build.git import (
     BadRefError,
     GitError,
     UnknownRefError,
+    commit_subject,
     ensure_mirror,
     mirror_path,
     resolve,
@@ -90,25 +92,38 @@ def repository(tree: Tree) -> Path | None:
         return None
 
 
+@dataclass(frozen=True)
+class Commit:
+    """A ref as the tree resolved it: its commit and that commit's subject line."""
+
+    sha: str
+    subject: str
+
+
 def check(
     tree: Tree, base_ref: str, head_ref: str = "", mbox: bytes | None = None,
     *, fuzz: bool = False,
-) -> None:  # fmt: skip
+) -> dict[str, Commit]:  # fmt: skip
     """Raise PreflightRefusal for an unknown ref or a series plain `git am` would not apply
-    on the base. The refs' syntax must have been checked (`validate_rev`)."""
+    on the base. The refs' syntax must have been checked (`validate_rev`). Returns the
+    commits the refs name ({ref: Commit}; empty where there is no repository to read), for
+    the revisions to record: the build resolves them again, and its answer is kept."""
     started = time.monotonic()
     git_dir = repository(tree)
     if git_dir is None:
-        return
+        return {}
     base_sha = resolve_ref(git_dir, tree, base_ref, "base_ref")
-    if head_ref:
-        resolve_ref(git_dir, tree, head_ref, "head_ref")
+    commits = {base_ref: Commit(base_sha, commit_subject(git_dir, base_sha))}
+    if head_ref and head_ref not in commits:
+        head_sha = resolve_ref(git_dir, tree, head_ref, "head_ref")
+        commits[head_ref] = Commit(head_sha, commit_subject(git_dir, head_sha))
     series = check_applies(git_dir, base_sha, mbox, fuzz=fuzz) if mbox is not None else "none"
     log.info(
         "preflight passed", tree=tree.name, base=base_ref, base_sha=base_sha,
         head=head_ref, series=series,
         seconds=round(time.monotonic() - started, 3),
     )  # fmt: skip
+    return commits
 
 
 def resolve_ref(git_dir: Path, tree: Tree, ref: str, field: str) -> str:

@@ -25,8 +25,15 @@ from webapp.access import AnyUser
 from webapp.comparisons import preflight, serving
 from webapp.comparisons.models import Comparison, Target
 from webapp.lab import pools
+from webapp.text import storable
 from webapp.trees.models import PatchSeries, Revision, Tree
-from webapp.trees.services import DEFAULT_TREE, InvalidSeries, default_tree, store_series
+from webapp.trees.services import (
+    DEFAULT_TREE,
+    SUBJECT_MAX,
+    InvalidSeries,
+    default_tree,
+    store_series,
+)
 
 log = logs.get(__name__)
 CMDLINE_MAX = 1024
@@ -86,19 +93,21 @@ def submit_comparison(req: ComparisonRequest) -> Comparison:
         specs = _benchmarks(req.benchmarks, target)
         _validate(req, specs)
         try:  # against the tree: unknown refs, a series that does not apply
-            preflight.check(tree, req.base_ref, req.head_ref, req.series_mbox,
-                            fuzz=req.patch_fallback)  # fmt: skip
+            commits = preflight.check(tree, req.base_ref, req.head_ref, req.series_mbox,
+                                      fuzz=req.patch_fallback)  # fmt: skip
         except preflight.PreflightRefusal as exc:
             raise SubmissionError(exc.field, exc.message) from None
         series = _series(req.series_mbox) if req.series_mbox is not None else None
-        rev_a = Revision.objects.create(tree=tree, ref=req.base_ref)
+        rev_a = Revision.objects.create(tree=tree, ref=req.base_ref,
+                                        **_resolved(commits, req.base_ref))  # fmt: skip
         head = req.head_ref or req.base_ref
         if head == req.base_ref and series is None:
             rev_b = rev_a  # A/A or a boot-parameter A/B: one build serves both sides
         else:
             rev_b = Revision.objects.create(
-                tree=tree, ref=head, series=series, patch_fallback=req.patch_fallback
-            )
+                tree=tree, ref=head, series=series, patch_fallback=req.patch_fallback,
+                **_resolved(commits, head),
+            )  # fmt: skip
         seed = {} if req.seed is None else {"seed": req.seed}
         comparison = Comparison.objects.create(
             revision_a=rev_a, revision_b=rev_b, cmdline_a=req.cmdline_a.strip(),
@@ -114,6 +123,15 @@ def submit_comparison(req: ComparisonRequest) -> Comparison:
         )  # fmt: skip
         dispatch.send_advance(comparison.pk)
     return comparison
+
+
+def _resolved(commits: dict[str, preflight.Commit], ref: str) -> dict[str, str]:
+    """What the preflight found `ref` names, as a Revision records it: the base commit and
+    its subject, so pages name the kernel before it is built (the build's sha replaces it)."""
+    commit = commits.get(ref)
+    if commit is None:
+        return {}
+    return {"base_sha": commit.sha, "subject": storable(commit.subject)[:SUBJECT_MAX]}
 
 
 def _submitter(user_id: int | None) -> AnyUser | None:

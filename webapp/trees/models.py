@@ -171,6 +171,11 @@ class Revision(models.Model):
         validators=[sha_validator],
         help_text="Resulting commit: base_sha, or the tip after the series applied.",
     )
+    # Recorded where the ref is resolved (at submission where the tree can be read here,
+    # and by the build), so that pages and mail name the kernel without asking git.
+    subject = models.CharField(
+        max_length=998, blank=True, help_text="The subject line of base_sha's commit."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -28,6 +28,7 @@ from webapp.trees.models import Build, Patch, PatchSeries, Revision, Tree
 log = logs.get(__name__)
 GiB = 2**30
 LOG_LIMIT = 256 * 1024  # the tail of the build log kept in the row; the whole log is stored
+SUBJECT_MAX = Revision._meta.get_field("subject").max_length or 998
 
 
 def build_settings() -> builder.BuildSettings:
@@ -119,6 +120,7 @@ def execute_build(build_id: int, keep: frozenset[str] = frozenset()) -> Build | 
             Revision.objects.filter(pk=revision.pk).update(
                 base_sha=outcome.base_sha,
                 sha=outcome.sha,
+                subject=_text(outcome.subject, SUBJECT_MAX),
                 applied_with=outcome.series.method if outcome.series else "",
                 apply_notes=storable("\n".join(outcome.series.notes) if outcome.series else ""),
             )
