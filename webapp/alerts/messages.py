@@ -129,12 +129,9 @@ def _para(text: str, indent: str = "") -> str:
 
 
 def kernel_line(k: KernelFacts) -> str:
-    """`tree ref at sha`, and the series applied on it."""
-    text = f"{k.tree} {k.ref} at {(k.sha or k.base_sha or 'unresolved')[:12]}"
-    if k.series is not None:
-        text += f' + series "{k.series.subject}" ({k.series.patches} patches'
-        text += f", {k.series.message_id})" if k.series.message_id else ")"
-    return text
+    """The kernel as people name it (summary's KernelName): `tree/branch 12-digit-sha
+    ("subject")`, and the series applied on it."""
+    return k.name.text
 
 
 def verdict_sentence(h: Header, rows: Sequence[VerdictRow], kind: str) -> str:
@@ -257,10 +254,19 @@ def comparison_body(
 
 
 def _kernel_block(k: KernelFacts) -> str:
+    """The kernel's name, then the full shas (once in the mail: the name has 12 digits)
+    and the series' message-id, each on a line of its own for copying."""
     text = _para(f"{k.side}: {kernel_line(k)}", "  ")
     lines = text.splitlines()
     # Continuation lines under the text, not under "A:".
     lines = lines[:1] + ["     " + ln.strip() for ln in lines[1:]]
+    if k.name.sha:
+        lines.append(f"     commit {k.name.sha}")
+    if k.series is not None:
+        if k.series.message_id:
+            lines.append(f"     series {k.series.message_id}")
+        if k.sha:
+            lines.append(f"     built as {k.sha} (the series applied)")
     if k.cmdline:
         lines.append(_para(f"kernel command line: {k.cmdline}", "     "))
     return "\n".join(lines)
@@ -316,8 +322,8 @@ def change_point_body(f: ChangePointFacts, links: Links, reason: str) -> str:
 def comparison_subject(
     h: Header, rows: Iterable[VerdictRow], kind: str, series_subject: str | None
 ) -> str:
-    """`Re: <series subject>` for a series, else `[rcubench] tree/ref: metric +x.x% kind at
-    sha`."""
+    """`Re: <series subject>` for a series, else `[rcubench] tree/branch: metric +x.x% kind
+    at <12-digit sha> ("<subject>")` (docs/alerts.md)."""
     if series_subject:
         return reply_subject(series_subject)
     b = h.kernels[1]
@@ -330,4 +336,5 @@ def comparison_subject(
         v = top.verdict
         pct = f"{v.shift_pct:+.1f}%" if v.shift_pct is not None else (top.absolute_shift or "")
         change = f"{v.metric} {pct} {kind}"
-    return header_text(f"[rcubench] {b.tree}/{b.ref}: {change} at {(b.sha or b.base_sha)[:12]}")
+    name = b.name
+    return header_text(f"[rcubench] {name.where}: {change} at {name.commit or 'an unresolved ref'}")

@@ -17,6 +17,7 @@ from webapp.analysis.models import MetricVerdict
 from webapp.api import services
 from webapp.comparisons.exports import finite
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
+from webapp.comparisons.names import kernel_names
 from webapp.comparisons.progress import progress
 from webapp.comparisons.reproducer import public_url
 from webapp.comparisons.summary import report_url, verdict_unit
@@ -137,6 +138,21 @@ class ComparisonSerializer(serializers.ModelSerializer[Comparison]):
     patch_fallback = serializers.BooleanField(source="revision_b.patch_fallback", read_only=True)
     sha_a = serializers.CharField(source="revision_a.sha", read_only=True)
     sha_b = serializers.CharField(source="revision_b.sha", read_only=True)
+    subject_a = serializers.CharField(
+        source="revision_a.subject", read_only=True,
+        help_text="The subject line of side A's commit (empty until its ref is resolved).",
+    )  # fmt: skip
+    subject_b = serializers.CharField(source="revision_b.subject", read_only=True)
+    branch = serializers.CharField(
+        source="push_branch", read_only=True, allow_null=True, default=None,
+        help_text="The branch of the push side B is the head of (webhook comparisons).",
+    )  # fmt: skip
+    name_a = serializers.SerializerMethodField(
+        help_text='Side A as people name it: `tree/branch 12-digit-sha ("subject")`.'
+    )
+    name_b = serializers.SerializerMethodField(
+        help_text="Side B likewise; a series: `... + N patches: <series subject>`."
+    )
     target = serializers.CharField(source="target.name", read_only=True)
     submitter = serializers.CharField(
         source="submitted_by.username", read_only=True, allow_null=True, default=None
@@ -146,15 +162,22 @@ class ComparisonSerializer(serializers.ModelSerializer[Comparison]):
     class Meta:
         model = Comparison
         fields = ["id", "tree", "base_ref", "head_ref", "series", "patch_fallback", "sha_a",
-                  "sha_b", "cmdline_a", "cmdline_b", "benchmarks", "target", "min_runs",
-                  "max_runs", "alpha", "threshold_pct", "seed", "scheduled_per_side", "state",
-                  "result", "error_code", "error_message", "verdict", "visibility", "trigger",
+                  "sha_b", "subject_a", "subject_b", "branch", "name_a", "name_b",
+                  "cmdline_a", "cmdline_b", "benchmarks", "target", "min_runs", "max_runs",
+                  "alpha", "threshold_pct", "seed", "scheduled_per_side", "state", "result",
+                  "error_code", "error_message", "verdict", "visibility", "trigger",
                   "submitter", "created_at", "started_at", "finished_at",
                   "report_url"]  # fmt: skip
         read_only_fields = fields
 
     def get_report_url(self, c: Comparison) -> str:
         return report_url(c)
+
+    def get_name_a(self, c: Comparison) -> str:
+        return kernel_names(c)[0].text
+
+    def get_name_b(self, c: Comparison) -> str:
+        return kernel_names(c)[1].text
 
 
 class ComparisonDetailSerializer(ComparisonSerializer):

@@ -17,6 +17,7 @@ from webapp.access import AnyUser
 from webapp.accounts import tokens as tokens_service
 from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
+from webapp.comparisons.names import name_annotations
 from webapp.comparisons.reproducer import public_url
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
 from webapp.memo import LruMemo
@@ -110,7 +111,7 @@ def comparisons(user: AnyUser) -> QuerySet[Comparison]:
         "submitted_by", "build_a", "build_b",
     ).defer(
         "revision_a__series__mbox", "revision_b__series__mbox", "build_a__log", "build_b__log"
-    ).order_by("-created_at", "-pk")  # fmt: skip
+    ).annotate(**name_annotations()).order_by("-created_at", "-pk")  # fmt: skip
     return access.visible_comparisons(user, qs)
 
 
@@ -125,6 +126,7 @@ def comparison_list(user: AnyUser) -> QuerySet[Comparison]:
             "revision_a__tree", "revision_b__series", "target", "submitted_by"
         )
         .defer("revision_b__series__mbox")
+        .annotate(**name_annotations())
         .order_by("-created_at", "-pk")
     )
     return access.visible_comparisons(user, qs)

@@ -39,6 +39,8 @@ class Remote:
     error_message: str
     report_url: str
     progress: Progress
+    name_a: str = ""  # the kernels as people name them (older servers: the refs)
+    name_b: str = ""
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> "Remote":
@@ -49,6 +51,8 @@ class Remote:
             report_url=body["report_url"],
             progress=Progress(p.get("phase", body["state"]), p.get("done", 0),
                               p.get("total", 0), p.get("failed", 0), p.get("detail", "")),
+            name_a=body.get("name_a") or body.get("base_ref", ""),
+            name_b=body.get("name_b") or body.get("head_ref", ""),
         )  # fmt: skip
 
 

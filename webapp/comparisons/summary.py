@@ -21,6 +21,7 @@ from stats.verdicts import FAILURE_STATISTIC, SEVERITY, contention_differs
 from webapp.analysis.models import MetricVerdict
 from webapp.analysis.services import failure_counts
 from webapp.comparisons.models import Comparison, ComparisonState, Target
+from webapp.comparisons.names import KernelName, kernel_names
 from webapp.comparisons.reproducer import public_url
 from webapp.lab.models import LabHost
 from webapp.states import Result, State
@@ -74,6 +75,8 @@ class KernelFacts:
     apply_notes: str
     cmdline: str
     build: BuildFacts | None
+    subject: str  # of base_sha's commit ("" until resolved, and in older rows)
+    name: KernelName  # as people name it: what titles, rows, mail and the CLI show
 
     @property
     def build_status(self) -> str:
@@ -153,6 +156,7 @@ class Header:
 
 def header(c: Comparison) -> Header:
     runs = run_counts(c)
+    name_a, name_b = kernel_names(c)
     return Header(
         id=c.pk, state=c.state, result=c.result, error_code=c.error_code,
         error_message=c.error_message, verdict=c.verdict, benchmarks=list(c.benchmarks),
@@ -160,8 +164,8 @@ def header(c: Comparison) -> Header:
         threshold_pct=c.threshold_pct, seed=c.seed, trigger=c.trigger,
         requested_by=requested_by(c), created_at=c.created_at, started_at=c.started_at,
         finished_at=c.finished_at,
-        kernels=(_kernel("A", c.revision_a, c.build_a, c.cmdline_a),
-                 _kernel("B", c.revision_b, c.build_b, c.cmdline_b)),
+        kernels=(_kernel("A", c.revision_a, c.build_a, c.cmdline_a, name_a),
+                 _kernel("B", c.revision_b, c.build_b, c.cmdline_b, name_b)),
         target=_target(c.target), runs=runs,
         contention_warning=contention_warning(*runs, settings.RCUBENCH_CONTENTION_IMBALANCE),
         contention_share=settings.RCUBENCH_CONTENTION_SHARE,
@@ -184,7 +188,9 @@ def _lab_hosts(c: Comparison) -> tuple[str, ...]:
     return tuple(f"{h.name}: {h.topology}" for h in LabHost.objects.filter(name__in=names))
 
 
-def _kernel(side: str, rev: Revision, build: Build | None, cmdline: str) -> KernelFacts:
+def _kernel(
+    side: str, rev: Revision, build: Build | None, cmdline: str, name: KernelName
+) -> KernelFacts:
     series = None
     if rev.series is not None:
         s = rev.series
@@ -193,7 +199,7 @@ def _kernel(side: str, rev: Revision, build: Build | None, cmdline: str) -> Kern
         side=side, tree=rev.tree.name, ref=rev.ref, base_sha=rev.base_sha, sha=rev.sha,
         series=series, patch_fallback=rev.patch_fallback, applied_with=rev.applied_with,
         apply_notes=rev.apply_notes, cmdline=cmdline,
-        build=_build(build) if build is not None else None,
+        build=_build(build) if build is not None else None, subject=rev.subject, name=name,
     )  # fmt: skip
 
 

@@ -15,10 +15,10 @@ from django.utils.timezone import get_current_timezone_name
 from webapp import access
 from webapp.access import AnyUser
 from webapp.comparisons.models import Comparison, Target
+from webapp.comparisons.names import KernelName, kernel_names, name_annotations
 from webapp.comparisons.progress import Progress, progress_many
 from webapp.memo import LruMemo
 from webapp.reports.filters import ComparisonFilter
-from webapp.trees.models import PatchSeries, Tree
 
 # What a list row shows of a comparison and its progress reads (progress.py: the builds'
 # state and result for those still building), and what the visibility filter reads; nothing
@@ -30,27 +30,26 @@ LIST_COLUMNS = (
     "id", "created_at", "benchmarks", "state", "result", "error_code", "verdict", "trigger",
     "visibility", "min_runs", "scheduled_per_side", "target_id", "submitted_by_id",
     "build_a_id", "build_b_id", "revision_a__ref", "revision_a__tree_id",
-    "revision_a__series_id", "revision_b__ref", "revision_b__tree_id", "revision_b__series_id",
+    "revision_a__series_id", "revision_a__sha", "revision_a__base_sha", "revision_a__subject",
+    "revision_b__ref", "revision_b__tree_id", "revision_b__series_id", "revision_b__sha",
+    "revision_b__base_sha", "revision_b__subject",
     "build_a__state", "build_a__result", "build_b__state", "build_b__result",
 )  # fmt: skip
 
 
-def _lookup(model: type[Model], ref: str, column: str) -> Subquery:
-    return Subquery(model._default_manager.filter(pk=OuterRef(ref)).order_by().values(column)[:1])
-
-
 def list_names() -> dict[str, Subquery]:
-    """The names a list row shows, as annotations: tree_a_name, series_a_subject (None
-    without a series), tree_b_name, series_b_subject, target_name, submitter_name (None:
+    """The names a list row shows, as annotations: the kernels' (names.name_annotations:
+    tree_a_name, series_a_subject, ..., push_branch), target_name, submitter_name (None:
     submitted from the operator's command line)."""
     return {
-        "tree_a_name": _lookup(Tree, "revision_a__tree_id", "name"),
-        "series_a_subject": _lookup(PatchSeries, "revision_a__series_id", "subject"),
-        "tree_b_name": _lookup(Tree, "revision_b__tree_id", "name"),
-        "series_b_subject": _lookup(PatchSeries, "revision_b__series_id", "subject"),
+        **name_annotations(),
         "target_name": _lookup(Target, "target_id", "name"),
         "submitter_name": _lookup(User, "submitted_by_id", User.USERNAME_FIELD),
     }
+
+
+def _lookup(model: type[Model], ref: str, column: str) -> Subquery:
+    return Subquery(model._default_manager.filter(pk=OuterRef(ref)).order_by().values(column)[:1])
 
 
 def comparison_list() -> "QuerySet[Comparison]":
@@ -134,30 +133,33 @@ def comparison_row(user: AnyUser, pk: int) -> ListRow:
 _row_memo: LruMemo[SafeString] = LruMemo()
 
 
-def _row_values(c: Comparison, p: Progress) -> tuple[object, ...]:
+def _row_values(
+    c: Comparison, p: Progress, names: tuple[KernelName, KernelName]
+) -> tuple[object, ...]:
     """Everything reports/_comparison_row.html shows."""
-    ra, rb = c.revision_a, c.revision_b
     return (
-        c.pk, c.created_at, c.tree_a_name, ra.ref, ra.series_id, c.series_a_subject,  # type: ignore[attr-defined]
-        c.tree_b_name, rb.ref, rb.series_id, c.series_b_subject, tuple(c.benchmarks),  # type: ignore[attr-defined]
-        c.target_name, c.submitted_by_id, c.submitter_name, c.trigger, c.state,  # type: ignore[attr-defined]
-        c.result, c.error_code, c.verdict, p.phase, p.done, p.total, p.failed, p.detail,
-        p.finished, p.percent, p.eta, p.eta_basis, POLL_SECONDS, get_current_timezone_name(),
+        c.pk, c.created_at, names, c.revision_a.series_id, c.revision_b.series_id,
+        tuple(c.benchmarks), c.target_name, c.submitted_by_id, c.submitter_name,  # type: ignore[attr-defined]
+        c.trigger, c.state, c.result, c.error_code, c.verdict, p.phase, p.done, p.total,
+        p.failed, p.detail, p.finished, p.percent, p.eta, p.eta_basis, POLL_SECONDS,
+        get_current_timezone_name(),
     )  # fmt: skip
 
 
 def row_html(c: Comparison, p: Progress) -> SafeString:
     """A list row, rendered, or from the process's memo when it shows the same values as
     when it was rendered."""
-    key = _row_values(c, p)
+    names = kernel_names(c)
+    key = _row_values(c, p, names)
     if (hit := _row_memo.get(key)) is not None:
         return hit
-    html = _render_row(c, p)
+    html = _render_row(c, p, names)
     _row_memo.put(key, html)
     return html
 
 
-def _render_row(c: Comparison, p: Progress) -> SafeString:
+def _render_row(c: Comparison, p: Progress, names: tuple[KernelName, KernelName]) -> SafeString:
     return render_to_string(
-        "reports/_comparison_row.html", {"c": c, "p": p, "poll_seconds": POLL_SECONDS}
+        "reports/_comparison_row.html",
+        {"c": c, "p": p, "a": names[0], "b": names[1], "poll_seconds": POLL_SECONDS},
     )

@@ -3,12 +3,13 @@
 series pages. What a comparison found comes from webapp.comparisons.summary, its figures from
 sections.py, the list page from listing.py."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from django.core.cache import caches
-from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Left, Length, Right
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString, mark_safe
@@ -141,7 +142,7 @@ def visible_report(user: AnyUser, pk: int) -> Comparison:
 # rendering its runs table took ~25 ms a request; a cache hit takes one query and one file
 # read. The key is the figures' (the comparison's identity and finish time) with
 # REPORT_VERSION: bump it whenever _report.html or what it shows changes.
-REPORT_VERSION = 3  # 3: the submitter's user name, never an e-mail address
+REPORT_VERSION = 4  # 4: kernels named by branch, short sha and subject
 # What the page reads of a comparison before it knows whether its body is cached.
 _PAGE_COLUMNS = ("id", "state", "created_at", "finished_at", "visibility",
                  "revision_a__tree_id")  # fmt: skip
@@ -334,8 +335,9 @@ class TreePage:
     role: str | None  # the user's role on the tree
     is_admin: bool  # may read its webhook deliveries
     policy: WatchPolicy | None
-    heads: list[Push]  # the newest push of each branch (the refs under test)
-    pushes: list[Push]  # the newest pushes
+    # Each with head_subject, its head commit's subject line as its comparison recorded it.
+    heads: Sequence[Push]  # the newest push of each branch (the refs under test)
+    pushes: Sequence[Push]  # the newest pushes
     change_points: list[ChangePoint]
     rows: list[ListRow]  # its newest comparisons the user may see
     more: int  # how many more of them the list page has
@@ -348,8 +350,13 @@ def tree_page(user: AnyUser, name: str) -> TreePage:
     change points (history.visible_change_points)."""
     tree = access.get_visible(access.visible_trees(user), name=name)
     policy = WatchPolicy.objects.filter(tree=tree).prefetch_related("targets").first()
-    pushes = visible_pushes(user, tree).prefetch_related(
-        Prefetch("comparisons", queryset=access.visible_comparisons(user))
+    # The subject of each head, as its comparison's revision recorded it (no git call).
+    tested = Comparison.objects.filter(pushes=OuterRef("pk")).exclude(revision_b__subject="")
+    subject = access.visible_comparisons(user, tested).values("revision_b__subject")[:1]
+    pushes = (
+        visible_pushes(user, tree)
+        .annotate(head_subject=Subquery(subject))
+        .prefetch_related(Prefetch("comparisons", queryset=access.visible_comparisons(user)))
     )
     heads = list(
         pushes.filter(anchor=False).order_by("branch", "-received_at", "-pk").distinct("branch")

@@ -5,11 +5,18 @@ import re
 
 import pytest
 
-from tests.support.factories import MembershipFactory, UserFactory
+from tests.support.factories import (
+    BuildFactory,
+    MembershipFactory,
+    MetricVerdictFactory,
+    UserFactory,
+)
 from webapp.alerts import services
 from webapp.alerts.models import Alert, Subscription
 from webapp.alerts.tests.conftest import AUTHOR, COVER_ID, PATCH_IDS, make_comparison
+from webapp.comparisons.models import Comparison
 from webapp.routing import SEND_ALERT
+from webapp.webhooks.tests.conftest import HEAD_SUBJECT, pushed_comparison
 from workers.celery_app import app
 
 # The task by its stable name, as a worker runs it (webapp never imports workers.tasks:
@@ -50,7 +57,7 @@ def test_a_series_regression_is_a_reply_in_the_series_thread(smtp):
     assert msg["Auto-Submitted"] == "auto-generated"
     body = msg.get_content()
     assert "In-Reply-To" not in body
-    assert COVER_ID not in body.split("+ series")[0]
+    assert COVER_ID not in body.split("Kernels:")[0]  # only where the series is named
     assert "rcubench found a regression" in body
     table = body[body.index("metric ") :]
     first, second = (ln for ln in table.splitlines()[2:4])
@@ -75,6 +82,42 @@ def test_a_push_regression_has_its_own_subject_and_no_thread(smtp):
     assert msg["Subject"] == f"[rcubench] rcu/rcu/next: writer_duration +9.9% regression at {sha}"
     assert msg["In-Reply-To"] is None
     assert msg["References"] is None
+
+
+def test_a_webhook_regression_names_the_branch_short_sha_and_subject(smtp, client, tmp_path):
+    """A comparison made by a real push (/hooks/github/), ended with a regression: the
+    subject names the branch, the head's 12-digit sha and its subject line (docs/alerts.md),
+    the body both kernels so, each with its full sha once."""
+    c = pushed_comparison(client, tmp_path)
+    Comparison.objects.filter(pk=c.pk).update(
+        state="done", result="ok", verdict="regression",
+        build_a=BuildFactory.create(revision=c.revision_a, state="done", result="ok"),
+        build_b=BuildFactory.create(revision=c.revision_b, state="done", result="ok"),
+    )  # fmt: skip
+    MetricVerdictFactory.create(
+        comparison=c, metric="writer_duration", statistic="p50", is_primary=True,
+        verdict="regression", median_a=6.05, median_b=9.07, shift_pct=49.9, ci_low_pct=41.2,
+        ci_high_pct=58.3, p_value=0.0004, p_adjusted=0.0012,
+    )  # fmt: skip
+    Subscription.objects.create(address=LIST)
+    _deliver_all(services.notify_comparison(c.pk))
+    msg = smtp.to(LIST)[0].message
+    head, base = c.revision_b.ref, c.revision_a.ref
+    assert msg["Subject"] == (f"[rcubench] linux-watch/rcu/dev: writer_duration +49.9% "
+                              f'regression at {head[:12]} ("{HEAD_SUBJECT}")')  # fmt: skip
+    body = msg.get_content()
+    (tmp_path / "mail.txt").write_bytes(smtp.to(LIST)[0].data)  # kept by pytest for a look
+    kernels = body[body.index("Kernels:") : body.index("  Target:")]
+    assert kernels.splitlines() == [
+        "Kernels:",
+        f'  A: linux-watch {base[:12]} ("v6.12")',
+        f"     commit {base}",
+        f'  B: linux-watch/rcu/dev {head[:12]} ("rcu: Make synchronize_rcu()',  # 72 columns
+        '     faster")',
+        f"     commit {head}",
+    ]
+    words = " ".join(body.split())
+    assert f'to kernel B (linux-watch/rcu/dev {head[:12]} ("{HEAD_SUBJECT}"))' in words
 
 
 def test_one_mail_per_recipient_however_often_the_tasks_run(smtp):

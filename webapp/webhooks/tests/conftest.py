@@ -11,6 +11,8 @@ import pytest
 
 from tests.support.factories import TargetFactory, TreeFactory
 from webapp.watch.models import WatchPolicy
+from webapp.watch.services import process_push
+from webapp.watch.tests.test_services import Repo
 from webapp.webhooks import services
 
 ZERO = "0" * 40
@@ -218,3 +220,37 @@ def gitlab_push(
         },
     }
     return json.dumps(payload).encode()
+
+
+HEAD_SUBJECT = "rcu: Make synchronize_rcu() faster"
+
+
+def pushed_comparison(
+    client, root, *, branch: str = "rcu/dev", subject: str = HEAD_SUBJECT, tree: str = "linux-watch"
+):
+    """A webhook comparison as a real push makes it: a tree (a local bare repository, the
+    watch tests' Repo) watched on rcu/*, a commit `subject` pushed to `branch`, GitHub's
+    signed push event through /hooks/github/, and the push processed as the control
+    worker does (baseline: the start ref v6.12)."""
+    repo = Repo(root)
+    repo.git("checkout", "--quiet", "-b", branch)
+    after = repo.commit(subject)
+    repo.git("push", "--quiet", "origin", branch)
+    watched = TreeFactory.create(name=tree, url=str(repo.bare))
+    policy = WatchPolicy.objects.create(
+        tree=watched, branches=["rcu/*"], start_ref="v6.12",
+        benchmarks=["sync-rcu-latency"], coalesce_seconds=0, anchor_every=0,
+    )  # fmt: skip
+    policy.targets.add(TargetFactory.create())
+    secret = services.new_secrets(watched).hmac_secret
+    body = github_push(ref=f"refs/heads/{branch}", before=ZERO, after=after)
+    headers = {
+        "HTTP_X_GITHUB_EVENT": "push", "HTTP_X_GITHUB_DELIVERY": str(uuid.uuid4()),
+        "HTTP_X_HUB_SIGNATURE_256": f"sha256={services.hmac_hex(secret, body)}",
+    }  # fmt: skip
+    response = client.post(f"/hooks/github/{tree}/", data=body, content_type="application/json",
+                           **headers)  # fmt: skip
+    assert response.status_code == 202, response.content
+    push = process_push(response.json()["push"])
+    assert push.state == "tested", push.reason
+    return push.comparisons.get()

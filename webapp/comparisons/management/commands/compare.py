@@ -15,6 +15,7 @@ from stats import defaults
 from webapp.celery import app
 from webapp.comparisons import orchestrator, remote
 from webapp.comparisons.models import Comparison, ComparisonState
+from webapp.comparisons.names import kernel_names
 from webapp.comparisons.progress import Progress, progress
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
 from webapp.comparisons.summary import VerdictRow, p_method_legend, report_url, verdict_rows
@@ -169,9 +170,15 @@ class Command(BaseCommand):
             show.close()
 
     def _summary(self, comparison: Comparison) -> None:
-        self._table(verdict_rows(comparison), comparison.verdict, report_url(comparison))
+        a, b = kernel_names(comparison)
+        self._table(verdict_rows(comparison), comparison.verdict, report_url(comparison),
+                    (a.text, b.text))  # fmt: skip
 
-    def _table(self, verdicts: list[VerdictRow], verdict: str, url: str) -> None:
+    def _table(
+        self, verdicts: list[VerdictRow], verdict: str, url: str, kernels: tuple[str, str]
+    ) -> None:
+        """The verdict table, the kernels as people name them (tree/branch, short sha,
+        subject), and the verdict with the report's URL."""
         out = self.stdout.write
         # The sign test and Mood's p beside the primary p: the cross-checks the kernel lists
         # quote (primary metrics only, to keep the table narrow; the JSON has every row).
@@ -196,6 +203,7 @@ class Command(BaseCommand):
             legend = p_method_legend(verdicts)
             if legend:
                 out(f"p: {legend}")
+        out(f"A: {kernels[0]}\nB: {kernels[1]}")
         out(f"verdict: {verdict or '(none)'}   report: {url}")
 
     # --- through the REST API of another rcubench (--server) -------------------------
@@ -218,7 +226,7 @@ class Command(BaseCommand):
                 if opts["no_wait"]:
                     return
             c = self._follow_remote(client, c, opts["timeout"])
-            self._table(client.verdict_rows(c.pk), c.verdict, c.report_url)
+            self._table(client.verdict_rows(c.pk), c.verdict, c.report_url, (c.name_a, c.name_b))
         except remote.RemoteError as exc:
             raise CommandError(exc.message) from None
         if c.result != Result.OK:
