@@ -25,7 +25,8 @@ from webapp.reports.filters import ComparisonFilter
 # else is fetched. The names of its trees, series, target and submitter are scalar
 # subqueries (list_names) rather than joins: a join of all ten tables took PostgreSQL
 # ~8-12 ms to plan at each request (more than the page's rows took to read), five tables
-# and six subqueries under 1 ms. Each subquery is a primary-key lookup per row shown.
+# and six subqueries under 1 ms. Each subquery is a primary-key lookup per row shown,
+# except the kernels' patch counts and a push's branch (an index lookup each).
 LIST_COLUMNS = (
     "id", "created_at", "benchmarks", "state", "result", "error_code", "verdict", "trigger",
     "visibility", "min_runs", "scheduled_per_side", "target_id", "submitted_by_id",
