@@ -1,3 +1,6 @@
+"""Trees and what they hold. Roles on a tree (memberships) are granted from either side:
+the tree's page, the user's page (webapp/accounts/admin.py) or a list of their own."""
+
 from django.contrib import admin
 
 from webapp.trees.models import Build, Patch, PatchSeries, Revision, Tree, TreeMembership
@@ -15,6 +18,15 @@ class TreeAdmin(admin.ModelAdmin):
     list_filter = ["public", "baseline_policy"]
     search_fields = ["name", "url", "description"]
     inlines = [MembershipInline]
+
+
+@admin.register(TreeMembership)
+class TreeMembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "tree", "role"]
+    list_filter = ["role", "tree"]
+    search_fields = ["user__username", "user__email", "tree__name"]
+    list_select_related = ["user", "tree"]
+    autocomplete_fields = ["user", "tree"]
 
 
 class PatchInline(admin.TabularInline):

@@ -14,6 +14,7 @@ from webapp.states import (
     error_code_iff_unsuccessful,
     result_only_when_done,
 )
+from webapp.trees import names
 
 sha_validator = RegexValidator(r"^[0-9a-f]{40}$", "a full 40-digit lowercase hex git sha")
 sha256_validator = RegexValidator(r"^[0-9a-f]{64}$", "a 64-digit lowercase hex SHA-256")
@@ -45,7 +46,10 @@ class Tree(models.Model):
         PARENT = "parent", "Parent of the pushed commit"
         BRANCH = "branch", "Tip of the baseline ref"
 
-    name = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(
+        max_length=names.MAX_LENGTH, unique=True, validators=[names.validate_tree_name],
+        help_text=names.HELP,
+    )  # fmt: skip
     url = models.CharField(max_length=500, validators=[validate_registered_tree_url])
     description = models.TextField(blank=True)
     baseline_policy = models.CharField(
@@ -70,6 +74,12 @@ class Tree(models.Model):
             models.CheckConstraint(
                 condition=~models.Q(baseline_policy="branch") | ~models.Q(baseline_ref=""),
                 name="tree_branch_policy_names_ref",
+            ),
+            # The one rule (names.py), for code that creates trees without the admin's checks.
+            models.CheckConstraint(
+                condition=models.Q(name__regex=names.SQL_REGEX),
+                name="tree_name_rule",
+                violation_error_message=names.MESSAGE,
             ),
         ]
 
