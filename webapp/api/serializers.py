@@ -49,8 +49,7 @@ class TreeSerializer(serializers.ModelSerializer[Tree]):
 
     class Meta:
         model = Tree
-        fields = ["name", "description", "public", "baseline_policy", "baseline_ref",
-                  "created_at", "role", "can_submit"]  # fmt: skip
+        fields = ["name", "description", "public", "created_at", "role", "can_submit"]
 
     @extend_schema_field(
         serializers.ChoiceField(choices=TreeMembership.Role.choices, allow_null=True)

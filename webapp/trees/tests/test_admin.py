@@ -114,3 +114,15 @@ def test_a_second_role_on_the_same_tree_is_refused_beside_the_form(admin_client)
     assert response.status_code == 200
     assert TreeMembership.objects.get().role == "submitter"
     assert User.objects.count() == 2  # the admin and the member
+
+
+def test_the_tree_form_offers_only_fields_that_do_something(admin_client):
+    """No "Webhook secret" (a push is checked against the secrets `./manage.py
+    webhook_secret` makes, and no other) and no "Baseline policy"/"Baseline ref" (a push is
+    compared with its branch's previous tested head, the watch policy's rule); the page
+    says where each is set instead."""
+    page = admin_client.get("/admin/trees/tree/add/").content.decode()
+    fields = {k for k in form_data(page, "tree_form") if not k.startswith("memberships-")}
+    assert fields == {"csrfmiddlewaretoken", "name", "url", "description", "public"}
+    assert "./manage.py webhook_secret" in page
+    assert "watch polic" in page
