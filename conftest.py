@@ -12,8 +12,10 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
+from django.conf import settings as django_settings
 from kombu import pools as kombu_pools
 
 from benchmarks.registry import BENCHMARKS, kconfig_for
@@ -80,9 +82,17 @@ def closed_port() -> int:
     return port
 
 
-# Tests use their own Redis database so a `make up` worker on the same machine never steals
-# (and runs against the wrong database) a message a test sent.
-TEST_BROKER_URL = os.environ.get("RCUBENCH_TEST_BROKER_URL", "redis://127.0.0.1:6379/15")
+def broker_url_for_tests(configured: str | None, broker_url: str) -> str:
+    """RCUBENCH_TEST_BROKER_URL when set, else database 15 of the service's broker, with its
+    password. Tests use their own Redis database so a `make up` worker on the same machine
+    never steals (and runs against the wrong database) a message a test sent."""
+    return configured or urlsplit(broker_url)._replace(path="/15", query="").geturl()
+
+
+# By now pytest-django has loaded the settings, which read .env into the environment.
+TEST_BROKER_URL = broker_url_for_tests(
+    os.environ.get("RCUBENCH_TEST_BROKER_URL"), django_settings.CELERY_BROKER_URL
+)
 
 
 def _database_url(settings_dict: dict) -> str:
@@ -151,7 +161,11 @@ def celery_worker_process(celery_processes) -> subprocess.Popen:
 
 def _use_broker(app, url: str) -> None:
     # Under the CELERY settings namespace the key is CELERY_BROKER_URL; the producer pool
-    # keeps connections to the old URL, so it is dropped.
+    # keeps connections to the old URL, so it is dropped. Celery reads the environment
+    # variable of that name before its own setting, and .env (which scripts/setup.sh gives
+    # the broker's URL with its password) is in the environment since the settings loaded:
+    # it is set too, which also sends the commands a test starts to the test broker.
+    os.environ["CELERY_BROKER_URL"] = url
     app.conf.CELERY_BROKER_URL = url
     if app._pool is not None:
         app._pool.force_close_all()

@@ -2,7 +2,7 @@
 
 import psycopg
 
-ADMIN_URL = "postgresql://rcubench:rcubench@127.0.0.1:5432/postgres"
+from perf._local import database_url
 
 
 def reset_database(name: str, create: bool) -> None:
@@ -12,7 +12,7 @@ def reset_database(name: str, create: bool) -> None:
         from django.db import connections
 
         connections.close_all()
-    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+    with psycopg.connect(database_url("postgres"), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         if create:
             conn.execute(f"CREATE DATABASE {name}")

@@ -40,9 +40,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-BROKER = "redis://127.0.0.1:6379/10"
+from perf._local import broker_url, database_url
+
+BROKER = broker_url(10)
 DB_NAME = "rcubench_bw"
-DB_URL = f"postgres://rcubench:rcubench@127.0.0.1:5432/{DB_NAME}"
+DB_URL = database_url(DB_NAME)
 QUEUE = "bench.qemu-x86_64"
 os.environ.update({
     "DATABASE_URL": DB_URL, "CELERY_BROKER_URL": BROKER, "RCUBENCH_INSTANCE": "bw-",

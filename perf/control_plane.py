@@ -47,7 +47,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-BROKER = "redis://127.0.0.1:6379/11"
+from perf._local import broker_url
+
+BROKER = broker_url(11)  # the machine's Redis; PostgreSQL is a private cluster (Postgres)
 DB_NAME = "rcubench_cp"
 PG_BIN = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin"))), Path("/usr/bin"))
 FIXTURE = ROOT / "benchmarks/sync_rcu_latency/fixtures/x86_64-pc-tcg.log"

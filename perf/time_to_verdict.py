@@ -32,10 +32,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-BROKER = "redis://127.0.0.1:6379/14"
+from perf._local import broker_url, database_url
+
+BROKER = broker_url(14)
 DB_NAME = "rcubench_ttv"
 os.environ["CELERY_BROKER_URL"] = BROKER
-os.environ["DATABASE_URL"] = f"postgres://rcubench:rcubench@127.0.0.1:5432/{DB_NAME}"
+os.environ["DATABASE_URL"] = database_url(DB_NAME)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 import django

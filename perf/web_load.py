@@ -71,8 +71,10 @@ from urllib.parse import urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-DEFAULT_DATABASE_URL = "postgres://rcubench:rcubench@127.0.0.1:5432/rcubench_perf"
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/13"  # 0 broker, 1 API cache, 14-15 tests
+from perf._local import broker_url, database_url
+
+DEFAULT_DATABASE_URL = database_url("rcubench_perf")
+DEFAULT_REDIS_URL = broker_url(13)  # 0 broker, 1 API cache, 14-15 tests
 TARGET_P95_MS = 200.0
 
 

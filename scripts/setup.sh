@@ -3,9 +3,11 @@
 #
 # Installs what is missing (Debian packages, the virtualenv), starts the services that are not
 # running (PostgreSQL, Redis, virtlogd, libvirtd, dockerd), creates the database role and database,
-# writes the local .env (a random DJANGO_SECRET_KEY, plain HTTP for `make up` and the tests)
-# and applies migrations. Every step checks first and acts only when needed; each action is
-# reported as "setup: did ...", and a run with nothing to do says so and exits 0.
+# gives the role and Redis this machine's passwords (made once per machine, root only, in
+# /etc/rcubench/secrets.env), writes the local .env (a random DJANGO_SECRET_KEY, the service
+# URLs with those passwords, plain HTTP for `make up` and the tests) and applies migrations.
+# Every step checks first and acts only when needed; each action is reported as
+# "setup: did ...", and a run with nothing to do says so and exits 0.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,8 +16,8 @@ cd "$ROOT"
 VENV=${VENV:-$ROOT/.venv}
 PYTHON=${PYTHON:-/usr/bin/python3}
 PG_ROLE=${RCUBENCH_DB_ROLE:-rcubench}
-PG_PASSWORD=${RCUBENCH_DB_PASSWORD:-rcubench}
 PG_DB=${RCUBENCH_DB_NAME:-rcubench}
+PG_PORT=5432
 DATA_DIR=${RCUBENCH_DATA_DIR:-/var/lib/rcubench}
 KERNEL_TARBALL=/usr/src/linux-source-6.12.tar.xz
 DEFAULT_TREE=$DATA_DIR/trees/linux-6.12.git
@@ -53,31 +55,10 @@ DEBIAN_PACKAGES=(
   nginx-light
 )
 
-changed=0
-did() { echo "setup: did $*"; changed=$((changed + 1)); }
-ok() { echo "setup: ok   $*"; }
-die() { echo "setup: error: $*" >&2; exit 1; }
-warn() { echo "setup: warn $*" >&2; }
-
-if [ "$(id -u)" -eq 0 ]; then SUDO=(); else SUDO=(sudo -n); fi
-as_root() { "${SUDO[@]}" "$@"; }
-
-# KEY's value in the env file (empty when absent); quotes around it are dropped.
-env_get() {
-  local value
-  value=$(as_root sed -n "s/^$1=//p" "$ENV_FILE" 2>/dev/null | tail -n 1) || true
-  value=${value%\"}; value=${value#\"}
-  echo "$value"
-}
-# Add or replace KEY=VALUE in the env file in place, keeping its owner and mode (values are
-# checked to be URL-safe, so they need no quoting).
-env_set() {
-  local content
-  content=$(as_root awk -v k="$1" -v v="$2" -F= \
-    '$1 == k { if (!done) print k "=" v; done = 1; next } { print } END { if (!done) print k "=" v }' \
-    "$ENV_FILE")
-  printf '%s\n' "$content" | as_root tee "$ENV_FILE" >/dev/null
-}
+# did/ok/die, as_root, the env file's get and set, the machine's passwords, PostgreSQL's and
+# Redis's: scripts/setup-lib.sh.
+# shellcheck source=scripts/setup-lib.sh
+source "$ROOT/scripts/setup-lib.sh"
 
 # --- Debian packages ---------------------------------------------------------------------
 missing=()
@@ -96,21 +77,24 @@ else
 fi
 
 # --- PostgreSQL --------------------------------------------------------------------------
-if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+if ! pg_isready -q -h 127.0.0.1 -p "$PG_PORT"; then
   ver=$(ls /usr/lib/postgresql | sort -V | tail -n 1)
   [ -d "/etc/postgresql/$ver/main" ] || as_root pg_createcluster "$ver" main >/dev/null
   as_root pg_ctlcluster --skip-systemctl-redirect "$ver" main start
-  for _ in $(seq 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
-  pg_isready -q -h 127.0.0.1 -p 5432 || die "PostgreSQL $ver did not start"
+  for _ in $(seq 30); do pg_isready -q -h 127.0.0.1 -p "$PG_PORT" && break; sleep 1; done
+  pg_isready -q -h 127.0.0.1 -p "$PG_PORT" || die "PostgreSQL $ver did not start"
   did "start PostgreSQL $ver"
 else
-  ok "PostgreSQL accepting connections on 127.0.0.1:5432"
+  ok "PostgreSQL accepting connections on 127.0.0.1:$PG_PORT"
 fi
 
-psql_admin() { as_root runuser -u postgres -- psql -v ON_ERROR_STOP=1 -qtAX "$@"; }
+# This machine's passwords, one pair for every checkout (scripts/setup-lib.sh).
+choose_passwords
+
 if [ "$(psql_admin -c "SELECT 1 FROM pg_roles WHERE rolname = '$PG_ROLE'")" != 1 ]; then
-  # CREATEDB: pytest-django creates and drops its own test database.
-  psql_admin -c "CREATE ROLE $PG_ROLE LOGIN CREATEDB PASSWORD '$PG_PASSWORD'"
+  # CREATEDB: pytest-django creates and drops its own test database. The password comes
+  # next, never on a command line.
+  psql_admin -c "CREATE ROLE $PG_ROLE LOGIN CREATEDB"
   did "create PostgreSQL role $PG_ROLE"
 else
   ok "PostgreSQL role $PG_ROLE"
@@ -121,44 +105,10 @@ if [ "$(psql_admin -c "SELECT 1 FROM pg_database WHERE datname = '$PG_DB'")" != 
 else
   ok "database $PG_DB"
 fi
+ensure_pg_password
 
-# --- Redis -------------------------------------------------------------------------------
-# Optional password (RCUBENCH_REDIS_PASSWORD, kept in the env file once given): Redis gets it
-# and the broker URLs in the env file carry it. It goes into URLs, hence the character set.
-REDIS_PASSWORD=${RCUBENCH_REDIS_PASSWORD:-$(env_get RCUBENCH_REDIS_PASSWORD)}
-[[ "$REDIS_PASSWORD" =~ ^[A-Za-z0-9._~-]*$ ]] \
-  || die "RCUBENCH_REDIS_PASSWORD may only use letters, digits and . _ ~ - (it goes into a URL)"
-# The password travels in the environment, never on a command line (ps shows those).
-redis_ping() {  # PASSWORD (empty: none)
-  if [ -n "$1" ]; then
-    REDISCLI_AUTH=$1 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null || true
-  else
-    redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null || true
-  fi
-}
-if [ "$(redis_ping "$REDIS_PASSWORD")" != PONG ] && [ "$(redis_ping "")" != PONG ]; then
-  if redis_ping "" | grep -q NOAUTH; then
-    die "Redis on 127.0.0.1:$REDIS_PORT wants a password: RCUBENCH_REDIS_PASSWORD is unset or differs"
-  fi
-  as_root mkdir -p /var/lib/redis /var/log/redis
-  # No persistence: the broker only carries "do step X for id N"; state lives in PostgreSQL.
-  # The config (with requirepass) comes on stdin, so the password is not in the process list.
-  printf 'requirepass "%s"\n' "$REDIS_PASSWORD" | as_root redis-server - --daemonize yes \
-    --bind 127.0.0.1 -::1 --port "$REDIS_PORT" --save "" --appendonly no --dir /var/lib/redis \
-    --logfile /var/log/redis/rcubench.log >/dev/null
-  for _ in $(seq 20); do [ "$(redis_ping "$REDIS_PASSWORD")" = PONG ] && break; sleep 0.5; done
-  [ "$(redis_ping "$REDIS_PASSWORD")" = PONG ] || die "Redis did not start"
-  did "start Redis on 127.0.0.1:$REDIS_PORT${REDIS_PASSWORD:+ with a password}"
-elif [ -n "$REDIS_PASSWORD" ] && [ "$(redis_ping "")" = PONG ]; then
-  # Running without one (started before the password was set): set it now; it is lost on
-  # restart, when this script starts Redis with it again.
-  printf 'CONFIG SET requirepass "%s"\n' "$REDIS_PASSWORD" \
-    | redis-cli -h 127.0.0.1 -p "$REDIS_PORT" >/dev/null
-  [ "$(redis_ping "")" != PONG ] || die "could not set the Redis password"
-  did "set the password of Redis on 127.0.0.1:$REDIS_PORT (restart make up's processes)"
-else
-  ok "Redis answering on 127.0.0.1:$REDIS_PORT${REDIS_PASSWORD:+ (password set)}"
-fi
+# --- Redis (with the password choose_passwords chose) ------------------------------------
+ensure_redis
 
 # --- Web server user: `make up` runs gunicorn as it, never as root ------------------------
 # It reads the code and the env file and reaches PostgreSQL and Redis over TCP; the web app
@@ -391,7 +341,8 @@ fi
 # --- Local configuration (the env file) -------------------------------------------------
 # Settings refuse to start without DJANGO_SECRET_KEY when DEBUG is off: a random one is
 # written once. `make up` and the tests serve plain HTTP on 127.0.0.1, so HTTPS-only
-# settings are off here (production leaves DJANGO_HTTPS unset). Existing values are kept.
+# settings are off here (production leaves DJANGO_HTTPS unset). Existing values are kept,
+# but for the local services' URLs, which follow this machine's passwords.
 if [ ! -f "$ENV_FILE" ]; then
   # Owned by whoever runs `make` (root, or a sudoer whose tools must read it).
   as_root install -m 0640 -o "$(id -u)" -g "$WEB_USER" /dev/null "$ENV_FILE"
@@ -408,18 +359,8 @@ if [ -z "$(env_get DJANGO_HTTPS)" ]; then
   env_set DJANGO_HTTPS false
   did "set DJANGO_HTTPS=false in $ENV_FILE (local plain HTTP)"
 fi
-# Broker URLs of the service and of the tests (Redis database 15, see conftest.py).
-if [ -n "$REDIS_PASSWORD" ] || [ "$REDIS_PORT" != 6379 ]; then
-  redis_url=redis://${REDIS_PASSWORD:+:$REDIS_PASSWORD@}127.0.0.1:$REDIS_PORT
-  if [ "$(env_get RCUBENCH_REDIS_PASSWORD)" != "$REDIS_PASSWORD" ] \
-      || [ "$(env_get CELERY_BROKER_URL)" != "$redis_url/0" ] \
-      || [ "$(env_get RCUBENCH_TEST_BROKER_URL)" != "$redis_url/15" ]; then
-    env_set RCUBENCH_REDIS_PASSWORD "$REDIS_PASSWORD"
-    env_set CELERY_BROKER_URL "$redis_url/0"
-    env_set RCUBENCH_TEST_BROKER_URL "$redis_url/15"
-    did "point the broker URLs in $ENV_FILE at Redis on 127.0.0.1:$REDIS_PORT${REDIS_PASSWORD:+ with its password}"
-  fi
-fi
+ensure_database_url
+ensure_broker_urls
 
 # --- Database schema ---------------------------------------------------------------------
 if ! "$VENV/bin/python" manage.py migrate --check >/dev/null 2>&1; then

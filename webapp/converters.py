@@ -2,12 +2,14 @@
 
 from django.urls import register_converter
 
+from webapp.trees import names
+
 
 class TreeNameConverter:
-    """A tree's name in a URL: a slug, and dots too (`linux-6.12`, the default tree, is
-    named after its version, which a slug would not allow)."""
+    """A tree's name in a URL, by the rule the model keeps (webapp/trees/names.py): dots
+    allowed (`linux-6.12`, the default tree, is named after its version)."""
 
-    regex = r"[-a-zA-Z0-9_.]+"
+    regex = names.PATTERN
 
     def to_python(self, value: str) -> str:
         return value

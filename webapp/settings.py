@@ -138,7 +138,9 @@ TEMPLATES = [
 
 DATABASES = {
     "default": env.db(
-        "DATABASE_URL", default="postgres://rcubench:rcubench@127.0.0.1:5432/rcubench"
+        # No password here: scripts/setup.sh writes the URL with this machine's into .env.
+        "DATABASE_URL",
+        default="postgres://rcubench@127.0.0.1:5432/rcubench",
     ),
 }
 DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env.int(

@@ -1,5 +1,7 @@
 """The set-up script is idempotent: after `make test` ran it once, a second run does nothing.
-It writes the local env file once, and supports an optional password for the local Redis."""
+It writes the local env file once, with the service URLs carrying this machine's passwords
+(their making and copying: test_setup_services.py), and a password given for a Redis of
+one's own."""
 
 import grp
 import os
@@ -14,6 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]  # tests/deploy/ -> the repository
 PASSWORD = "test-Redis.pw_1"
+MACHINE_SECRETS = Path("/etc/rcubench/secrets.env")
 
 
 def _setup(**env: str) -> subprocess.CompletedProcess[str]:
@@ -64,6 +67,10 @@ def test_setup_writes_the_env_file_once(tmp_path, redis_port):
     values = _env_file(env_file)
     assert len(values["DJANGO_SECRET_KEY"]) >= 50
     assert values["DJANGO_HTTPS"] == "false"
+    machine = _env_file(MACHINE_SECRETS)  # made by the set-up `make test` ran first
+    assert values["DATABASE_URL"] == (
+        f"postgres://rcubench:{machine['RCUBENCH_DB_PASSWORD']}@127.0.0.1:5432/rcubench"
+    )
     assert values["CELERY_BROKER_URL"] == f"redis://127.0.0.1:{redis_port}/0"
     assert values["RCUBENCH_TEST_BROKER_URL"] == f"redis://127.0.0.1:{redis_port}/15"
     info = env_file.stat()

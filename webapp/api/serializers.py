@@ -22,6 +22,7 @@ from webapp.comparisons.progress import progress
 from webapp.comparisons.reproducer import public_url
 from webapp.comparisons.summary import report_url, verdict_unit
 from webapp.states import Arch
+from webapp.trees import names
 from webapp.trees.models import PatchSeries, Tree, TreeMembership
 
 
@@ -49,8 +50,7 @@ class TreeSerializer(serializers.ModelSerializer[Tree]):
 
     class Meta:
         model = Tree
-        fields = ["name", "description", "public", "baseline_policy", "baseline_ref",
-                  "created_at", "role", "can_submit"]  # fmt: skip
+        fields = ["name", "description", "public", "created_at", "role", "can_submit"]
 
     @extend_schema_field(
         serializers.ChoiceField(choices=TreeMembership.Role.choices, allow_null=True)
@@ -196,7 +196,10 @@ class ComparisonRequestSerializer(serializers.Serializer[Any]):
     """The fields of the submission form: side B is a head ref, an uploaded mbox (series,
     multipart/form-data) or a lore message-id, or none (A/A, or two command lines)."""
 
-    tree = serializers.CharField(max_length=64, help_text="A tree's name (GET /api/v1/trees/).")
+    tree = serializers.CharField(
+        max_length=names.MAX_LENGTH, validators=[names.validate_tree_name],
+        help_text="A tree's name (GET /api/v1/trees/).",
+    )  # fmt: skip
     base_ref = serializers.CharField(max_length=1024, help_text="Side A's ref.")
     head_ref = serializers.CharField(
         max_length=1024, required=False, default="", allow_blank=True,

@@ -8,7 +8,7 @@ from tests.support.factories import BuildFactory, MeasurementFactory, RunFactory
 pytestmark = pytest.mark.django_db
 
 RCUBENCH_MODELS = {
-    "trees": {"tree", "patchseries", "revision", "build"},
+    "trees": {"tree", "treemembership", "patchseries", "revision", "build"},
     "comparisons": {"target", "comparison", "run", "measurement"},
     "analysis": {"metricverdict"},
     "alerts": {"alert", "subscription", "optout"},

@@ -3,7 +3,6 @@
 clients and 5 requests each, and seeding again finds the seed in place. The latencies
 are not checked (the machine is shared): only that every request was answered."""
 
-import os
 import re
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import TEST_BROKER_URL
 from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.models import Comparison, Measurement, Run
 
@@ -28,9 +28,8 @@ def _web_load(*args: str) -> subprocess.CompletedProcess[str]:
     s = connection.settings_dict
     url = (f"postgres://{s['USER']}:{s['PASSWORD']}@{s['HOST'] or '127.0.0.1'}:"
            f"{s['PORT'] or 5432}/{s['NAME']}")  # fmt: skip
-    redis = os.environ.get("RCUBENCH_TEST_BROKER_URL", "redis://127.0.0.1:6379/15")
     return subprocess.run(
-        [sys.executable, "perf/web_load.py", "--database-url", url, "--redis-url", redis,
+        [sys.executable, "perf/web_load.py", "--database-url", url, "--redis-url", TEST_BROKER_URL,
          "--comparisons", "5", "--runs", "4", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip

@@ -1,3 +1,6 @@
+"""Trees and what they hold. Roles on a tree (memberships) are granted from either side:
+the tree's page, the user's page (webapp/accounts/admin.py) or a list of their own."""
+
 from django.contrib import admin
 
 from webapp.trees.models import Build, Patch, PatchSeries, Revision, Tree, TreeMembership
@@ -11,10 +14,28 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Tree)
 class TreeAdmin(admin.ModelAdmin):
-    list_display = ["name", "url", "public", "baseline_policy", "baseline_ref", "created_at"]
-    list_filter = ["public", "baseline_policy"]
+    list_display = ["name", "url", "public", "created_at"]
+    list_filter = ["public"]
     search_fields = ["name", "url", "description"]
     inlines = [MembershipInline]
+    # Where what is not on this form is set, for an operator who looks for it here.
+    fieldsets = [
+        (None, {
+            "fields": ["name", "url", "description", "public"],
+            "description": "Webhook secrets are made with <code>./manage.py webhook_secret "
+            "NAME</code> (docs/webhooks.md); what a push tests, and against which baseline "
+            "(its branch's previous tested head), is the tree's watch policy.",
+        }),
+    ]  # fmt: skip
+
+
+@admin.register(TreeMembership)
+class TreeMembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "tree", "role"]
+    list_filter = ["role", "tree"]
+    search_fields = ["user__username", "user__email", "tree__name"]
+    list_select_related = ["user", "tree"]
+    autocomplete_fields = ["user", "tree"]
 
 
 class PatchInline(admin.TabularInline):

@@ -14,6 +14,7 @@ from webapp.states import (
     error_code_iff_unsuccessful,
     result_only_when_done,
 )
+from webapp.trees import names
 
 sha_validator = RegexValidator(r"^[0-9a-f]{40}$", "a full 40-digit lowercase hex git sha")
 sha256_validator = RegexValidator(r"^[0-9a-f]{64}$", "a 64-digit lowercase hex SHA-256")
@@ -41,22 +42,16 @@ def shown_url(url: str) -> str:
 
 
 class Tree(models.Model):
-    class BaselinePolicy(models.TextChoices):
-        PARENT = "parent", "Parent of the pushed commit"
-        BRANCH = "branch", "Tip of the baseline ref"
+    """A git tree kernels are built from. Its webhook secrets are a WebhookEndpoint (made by
+    `./manage.py webhook_secret`); what a push tests, and against which baseline, is its
+    WatchPolicy."""
 
-    name = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(
+        max_length=names.MAX_LENGTH, unique=True, validators=[names.validate_tree_name],
+        help_text=names.HELP,
+    )  # fmt: skip
     url = models.CharField(max_length=500, validators=[validate_registered_tree_url])
     description = models.TextField(blank=True)
-    baseline_policy = models.CharField(
-        max_length=16, choices=BaselinePolicy, default=BaselinePolicy.PARENT
-    )
-    baseline_ref = models.CharField(
-        max_length=255, blank=True, help_text="Ref compared against when the policy is 'branch'."
-    )
-    webhook_secret = models.CharField(
-        max_length=200, blank=True, help_text="Shared secret that signs this tree's push webhooks."
-    )
     public = models.BooleanField(
         default=True,
         help_text="New comparisons on this tree are public (else restricted to its members, "
@@ -67,9 +62,11 @@ class Tree(models.Model):
     class Meta:
         ordering = ["name"]
         constraints = [
+            # The one rule (names.py), for code that creates trees without the admin's checks.
             models.CheckConstraint(
-                condition=~models.Q(baseline_policy="branch") | ~models.Q(baseline_ref=""),
-                name="tree_branch_policy_names_ref",
+                condition=models.Q(name__regex=names.SQL_REGEX),
+                name="tree_name_rule",
+                violation_error_message=names.MESSAGE,
             ),
         ]
 

@@ -23,6 +23,7 @@ from engine.build.sources import UnsafeSourceError, validate_tree_url
 from webapp import dispatch, logs
 from webapp.states import Result, State, end_silent_steps, finish_step, log_state
 from webapp.text import storable
+from webapp.trees import names
 from webapp.trees.models import Build, Patch, PatchSeries, Revision, Tree
 
 log = logs.get(__name__)
@@ -249,8 +250,6 @@ def default_tree() -> Tree:
 def register_local_tree(path: Path) -> Tree:
     """The Tree of a local bare git repository, registered on first use (an operator's
     command). Anything else is refused: the build mirrors borrow its objects directory."""
-    from django.utils.text import slugify
-
     url = str(path.resolve())
     try:
         validate_tree_url(url, allow_local=True)
@@ -262,7 +261,7 @@ def register_local_tree(path: Path) -> Tree:
         )
     if (known := Tree.objects.filter(url=url).first()) is not None:
         return known
-    base = slugify(path.resolve().name.removesuffix(".git"))[:56] or "tree"
+    base = names.name_from(path.resolve().name.removesuffix(".git"))[:56]
     name, n = base, 1
     while Tree.objects.filter(name=name).exists():
         n += 1

@@ -11,8 +11,7 @@ class WebhookEndpoint(models.Model):
     """A tree's webhook credentials, made by `./manage.py webhook_secret` and shown once.
 
     The HMAC secret (GitHub and the generic git hook) is stored as is, because verifying an
-    HMAC needs the key. GitLab sends its token itself, so only the token's SHA-256 is stored.
-    (Tree.webhook_secret, an older field, is not used.)"""
+    HMAC needs the key. GitLab sends its token itself, so only the token's SHA-256 is stored."""
 
     tree = models.OneToOneField(Tree, on_delete=models.CASCADE, related_name="webhook")
     hmac_secret = models.CharField(max_length=200, blank=True)

@@ -5,11 +5,10 @@ X-Forwarded-For neither frames another client nor lets the stranger out. System:
 gunicorn and nginx (the `nginx_proxy` fixture); test_lockout.py proves the same rule through
 Django's test client."""
 
-import os
-
 import pytest
 from django.db import connection
 
+from conftest import TEST_BROKER_URL
 from tests.support.factories import PASSWORD, UserFactory
 from webapp.accounts.tests.proxy import PROXY_HOP, Browser, behind_nginx
 from webapp.accounts.tests.test_lockout import attempt_addresses
@@ -23,7 +22,7 @@ def nginx_proxy(transactional_db, tmp_path):
     s = connection.settings_dict
     database = (f"postgres://{s['USER']}:{s['PASSWORD']}@{s['HOST'] or '127.0.0.1'}:"
                 f"{s['PORT'] or 5432}/{s['NAME']}")  # fmt: skip
-    broker = os.environ.get("RCUBENCH_TEST_BROKER_URL", "redis://127.0.0.1:6379/15")
+    broker = TEST_BROKER_URL
     env = {"DATABASE_URL": database, "DJANGO_HTTPS": "false", "DJANGO_DEBUG": "false",
            "CELERY_BROKER_URL": broker, "RCUBENCH_API_CACHE_URL": broker,
            "RCUBENCH_NUM_PROXIES": "1", "AXES_FAILURE_LIMIT": "5",

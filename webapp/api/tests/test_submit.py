@@ -80,6 +80,8 @@ def test_submit_an_mbox_upload(world, client_for):
         ({"target": "nowhere"}, "target", "no target named 'nowhere'"),
         # Answered as a tree without a role (no oracle of which trees exist).
         ({"tree": "nope"}, "tree", "you may not submit to tree nope"),
+        # A name no tree can have (the one rule, webapp/trees/names.py) is refused as such.
+        ({"tree": "../rcu"}, "tree", "Enter a valid tree name"),
         ({"cmdline_a": "init=/bin/sh"}, "cmdline_a", "init is set by the runner"),
         ({"visibility": "public", "tree": "embargo"}, "visibility", "is not public"),
         ({"patch_fallback": True}, "patch_fallback", "there is no patch series"),

@@ -241,6 +241,18 @@ def test_a_bare_repository_path_is_registered(repos):
     assert Comparison.objects.get().revision_a.tree.url == str(repos / "bare.git")
 
 
+@pytest.mark.parametrize(
+    ("directory", "name"),
+    [("linux-6.13.git", "linux-6.13"), ("-rc+1.git", "rc-1"), ("..x.git", "x")],
+)
+def test_a_registered_path_names_its_tree_as_the_name_rule_allows(repos, directory, name):
+    """By the one rule (webapp/trees/names.py): a version's dots stay (the tree page of
+    `linux-6.13` is /trees/linux-6.13/), what could be read as an option or a path goes."""
+    _git("clone", "--quiet", "--bare", "--", "work", directory, cwd=repos)
+    _compare("--tree", str(repos / directory), "--base", "HEAD", "--head", "HEAD~0")
+    assert Comparison.objects.get().revision_a.tree.name == name
+
+
 # --- the fuzz opt-in ---------------------------------------------------------------------
 
 

@@ -77,8 +77,3 @@ def test_tree_refuses_unsafe_urls(url, reason):
 
 def test_operator_registered_tree_may_be_a_local_path():
     TreeFactory.build(name="local", url="/srv/git/linux.git").full_clean()
-
-
-def test_branch_baseline_policy_needs_a_ref():
-    with pytest.raises(IntegrityError, match="tree_branch_policy_names_ref"):
-        TreeFactory.create(baseline_policy="branch", baseline_ref="")
