@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("trees", "0005_build_image_checksum"),
+        ("trees", "0006_revision_subject"),
     ]
 
     operations = [

@@ -8,7 +8,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("trees", "0006_tree_name_rule"),
+        ("trees", "0007_tree_name_rule"),
     ]
 
     operations = [
