@@ -1,12 +1,15 @@
 """The report in a real headless Chromium (Debian's chromium + chromium-driver, installed by
 scripts/setup.sh): Plotly's JS, served by the app, draws the charts."""
 
+import itertools
+
 import pytest
 from django.urls import reverse
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
+from tests.support.factories import ComparisonFactory, MeasurementFactory, RunFactory
 from webapp.reports.tests.conftest import VERDICTS_IN_REPORT_ORDER
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,3 +38,36 @@ def test_report_renders_charts_and_verdicts(browser, live_server, done_compariso
     assert "writer_duration" in rows[0].text
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors
+
+
+@pytest.fixture
+def wide_latencies(db):
+    """sync-rcu-latency whose grace periods span 3 to 60 ms (one and a bit decades: where
+    Plotly's log axis labels the ticks between the powers of ten with single digits)."""
+    c = ComparisonFactory.create(benchmarks=["sync-rcu-latency"], state="done", result="ok")
+    for i, side in enumerate("ABBA"):
+        run = RunFactory.create(comparison=c, side=side, index=i // 2, order=i, state="done",
+                                result="ok")  # fmt: skip
+        MeasurementFactory.create(run=run, samples=[3.0 * 1.1**k for k in range(32)])
+    return c
+
+
+def _tick_labels(plot) -> list[str]:
+    return [t.text for t in plot.find_elements(By.CSS_SELECTOR, ".xaxislayer-above .xtick text")]
+
+
+def test_log_axis_ticks_read_as_full_values(browser, live_server, wide_latencies):
+    browser.get(live_server.url + reverse("reports:comparison", args=[wide_latencies.pk]))
+    wait = WebDriverWait(browser, 60)
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .xtick")) > 0)
+    section = browser.find_element(By.ID, "figures-sync-rcu-latency")
+    log_plots = [p for p in section.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")
+                 if "log scale" in p.text]  # fmt: skip
+    assert len(log_plots) == 2  # the pooled ECDF and the histogram of writer_duration
+    for plot in log_plots:
+        labels = _tick_labels(plot)
+        assert len(labels) >= 4, labels
+        values = [float(t) for t in labels]
+        # On a log axis the values rise left to right: "9 10 2 3" (2 meaning 20) does not.
+        assert all(a < b for a, b in itertools.pairwise(values)), labels
+        assert "20" in labels, labels
