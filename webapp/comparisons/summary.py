@@ -151,6 +151,13 @@ class Header:
         return self.done and self.result != Result.OK
 
 
+def kernels(c: Comparison) -> tuple[KernelFacts, KernelFacts]:
+    """Both kernels as the report's kernels table and the running page's live part show
+    them (one source: the live part re-renders the table from it on every poll)."""
+    return (_kernel("A", c.revision_a, c.build_a, c.cmdline_a),
+            _kernel("B", c.revision_b, c.build_b, c.cmdline_b))  # fmt: skip
+
+
 def header(c: Comparison) -> Header:
     runs = run_counts(c)
     return Header(
@@ -160,9 +167,7 @@ def header(c: Comparison) -> Header:
         threshold_pct=c.threshold_pct, seed=c.seed, trigger=c.trigger,
         requested_by=requested_by(c), created_at=c.created_at, started_at=c.started_at,
         finished_at=c.finished_at,
-        kernels=(_kernel("A", c.revision_a, c.build_a, c.cmdline_a),
-                 _kernel("B", c.revision_b, c.build_b, c.cmdline_b)),
-        target=_target(c.target), runs=runs,
+        kernels=kernels(c), target=_target(c.target), runs=runs,
         contention_warning=contention_warning(*runs, settings.RCUBENCH_CONTENTION_IMBALANCE),
         contention_share=settings.RCUBENCH_CONTENTION_SHARE,
         lab_hosts=_lab_hosts(c) if c.target.is_lab else (),

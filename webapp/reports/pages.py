@@ -22,11 +22,12 @@ from webapp.comparisons.progress import Progress, progress
 from webapp.comparisons.reproducer import reproducer
 from webapp.comparisons.summary import (
     Header,
+    KernelFacts,
     ReliabilityRow,
     SideRuns,
     VerdictRow,
-    build_status,
     header,
+    kernels,
     num_text,
     p_method_legend,
     reliability_rows,
@@ -103,27 +104,33 @@ def report_queryset() -> "QuerySet[Comparison]":
 @dataclass(frozen=True)
 class Live:
     """The comparison page's live part while it runs: builds, runs per side by outcome,
-    the look it is at and the runs' ETA (webapp.comparisons.progress)."""
+    the look it is at and the runs' ETA (webapp.comparisons.progress). Its builds and the
+    page's kernels table read the same KernelFacts, and each poll re-renders that table
+    too (out of band), so the two never disagree."""
 
     id: int
     state: str
     result: str
     verdict: str
     done: bool
-    builds: tuple[tuple[str, str], tuple[str, str]]  # (side, status)
+    kernels: tuple[KernelFacts, KernelFacts]
     runs: tuple[SideRuns, SideRuns]
     progress: Progress
     benchmarks: list[str]
     target: str
     poll_seconds: int = POLL_SECONDS
 
+    @property
+    def builds(self) -> tuple[tuple[str, str], ...]:
+        """(side, build status) of each kernel."""
+        return tuple((k.side, k.build_status) for k in self.kernels)
+
 
 def live_state(c: Comparison) -> Live:
     return Live(
         id=c.pk, state=c.state, result=c.result, verdict=c.verdict,
         benchmarks=list(c.benchmarks), target=c.target.name,
-        done=c.state == ComparisonState.DONE,
-        builds=(("A", build_status(c.build_a)), ("B", build_status(c.build_b))),
+        done=c.state == ComparisonState.DONE, kernels=kernels(c),
         runs=run_counts(c), progress=progress(c),
     )  # fmt: skip
 
