@@ -16,8 +16,9 @@ from django.urls import reverse
 
 from benchmarks import registry
 from benchmarks.spec import BenchmarkSpec
+from stats.inputs import TAILS
 from stats.methods import RELIABILITY_ALPHA, FailureCounts
-from stats.verdicts import FAILURE_STATISTIC, SEVERITY, contention_differs
+from stats.verdicts import FAILURE_STATISTIC, INCONCLUSIVE, NO_CHANGE, SEVERITY, contention_differs
 from webapp.analysis.models import MetricVerdict
 from webapp.analysis.services import failure_counts
 from webapp.comparisons.models import Comparison, ComparisonState, Target
@@ -27,6 +28,7 @@ from webapp.states import Result, State
 from webapp.trees.models import Build, Revision
 
 STATISTIC_ORDER = ("value", "p50", "mean", "p90", "p99", "max")
+UNDECIDED = (INCONCLUSIVE, NO_CHANGE)  # the verdicts of a row that decided nothing
 BUILD_LOG_TAIL_LINES = 60
 
 
@@ -297,6 +299,35 @@ class VerdictRow:
     def shift(self) -> str:
         v = self.verdict
         return "n/a" if v.shift_pct is None else f"{v.shift_pct:+.2f}%"
+
+    @property
+    def pooled(self) -> bool:
+        """A tail statistic: A and B are quantiles of all samples pooled, not per-run."""
+        return self.verdict.statistic in TAILS
+
+    @property
+    def levels_label(self) -> str:
+        """What the A and B columns hold: the median over runs of each run's value, or
+        for tails the quantile of all samples pooled."""
+        stat = self.verdict.statistic
+        if self.pooled:
+            return f"{stat} of all samples pooled"
+        return "median of per-run values" if stat == "value" else f"median of per-run {stat}s"
+
+    @property
+    def shift_label(self) -> str:
+        """What the shift is a shift of (STATS.md: the Hodges-Lehmann shift of the
+        run-level values, % from logs or B - A for memory; tails: the pooled ratio)."""
+        stat = self.verdict.statistic
+        if self.pooled:
+            return f"pooled {stat} ratio B/A - 1"
+        of = "per-run values" if stat == "value" else f"per-run {stat}s"
+        return f"HL shift of {of}" + ("" if self.relative else ", B - A")
+
+    @property
+    def decided(self) -> bool:
+        """Whether the row decided anything (not inconclusive, not "no meaningful change")."""
+        return self.verdict.verdict not in UNDECIDED
 
     @property
     def ci(self) -> str:
