@@ -178,7 +178,8 @@ def test_figure_has_whole_head_ticks_and_a_threshold_band_the_y_axis_spans(db, t
     for n, level in enumerate([6.0, 6.01, 5.995, 6.005, 6.0]):
         add_head(tree, target, n, level)
     [s] = history.tree_history(tree, UserFactory.create()).series
-    assert (s.threshold, s.threshold_relative) == (2.0, True)  # the comparisons' default
+    assert s.threshold == 2.0  # the comparisons' default
+    assert s.threshold_relative
     threshold = figures.Threshold(s.threshold, s.threshold_relative)
     fig = figures.history_figure("t", s.unit, s.points, threshold=threshold)
     layout = fig.to_dict()["layout"]
