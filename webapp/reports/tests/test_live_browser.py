@@ -143,14 +143,22 @@ def test_the_comparison_page_shows_progress_change_without_a_reload(browser, liv
     assert "verdict improvement" in browser.find_element(By.ID, "status").text
 
 
+# Read in one script: each poll replaces both elements, so an element found in one call
+# may be gone by the next (a stale reference under load).
+_BUILD_CELLS = """return [...document.querySelectorAll('#kernels tr')]
+    .filter(tr => tr.querySelector('th')?.textContent.trim() === 'build')
+    .flatMap(tr => [...tr.querySelectorAll('td')].map(td => td.innerText.trim()));"""
+_LIVE_BUILDS = """return [...document.querySelectorAll('#progress .build')]
+    .map(b => b.innerText.trim());"""
+
+
 def _build_cells(driver) -> list[str]:
     """The kernels table's build row: A's and B's cells."""
-    row = driver.find_element(By.XPATH, "//table[@id='kernels']//tr[th='build']")
-    return [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+    return driver.execute_script(_BUILD_CELLS)
 
 
 def _live_builds(driver) -> list[str]:
-    return [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#progress .build")]
+    return driver.execute_script(_LIVE_BUILDS)
 
 
 @pytest.mark.usefixtures("fast_polls")
