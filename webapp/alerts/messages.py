@@ -18,6 +18,7 @@ from email import policy
 from email.message import EmailMessage
 from email.utils import format_datetime
 
+from webapp.comparisons.sentence import kernel_line, verdict_sentence
 from webapp.comparisons.summary import Header, KernelFacts, VerdictRow
 
 WIDTH = 72  # body text; the table and the reproducer's lines stay within 78
@@ -126,41 +127,6 @@ def _para(text: str, indent: str = "") -> str:
     return textwrap.fill(" ".join(text.split()), WIDTH, initial_indent=indent,
                          subsequent_indent=indent, break_on_hyphens=False,
                          break_long_words=False)  # fmt: skip
-
-
-def kernel_line(k: KernelFacts) -> str:
-    """The kernel as people name it (summary's KernelName): `tree/branch 12-digit-sha
-    ("subject")`, and the series applied on it."""
-    return k.name.text
-
-
-def verdict_sentence(h: Header, rows: Sequence[VerdictRow], kind: str) -> str:
-    """The verdict in words, one paragraph."""
-    a, b = h.kernels
-    t = h.target
-    where = f"on {t.name} ({t.arch}, {t.cpus} CPUs)"
-    top = next((r for r in rows if r.verdict.verdict == kind), None)
-    if h.verdict == "reliability-regression":
-        lead = (
-            f"rcubench found a reliability regression: kernel B ({kernel_line(b)}) failed "
-            f"significantly more often than kernel A ({kernel_line(a)}) {where}."
-        )
-        if h.error_message:
-            lead += f" {h.error_message.strip()}."
-        return lead
-    if top is None:
-        return (f"rcubench compared kernel B ({kernel_line(b)}) with kernel A "
-                f"({kernel_line(a)}) {where}: overall verdict {h.verdict}.")  # fmt: skip
-    v = top.verdict
-    change = top.absolute_shift or f"{top.shift} {top.ci}".strip()
-    others = sum(1 for r in rows if r.verdict.verdict == kind) - 1
-    more = f" ({others} more {kind} rows below)" if others > 0 else ""
-    return (
-        f"rcubench found {'an' if kind[0] in 'aeiou' else 'a'} {kind} {where}: "
-        f"{v.benchmark} {v.metric} ({v.statistic}) changed by {change} from kernel A "
-        f"({kernel_line(a)}) to kernel B ({kernel_line(b)}), p={top.p_adjusted} adjusted, "
-        f"{v.n_a} vs {v.n_b} runs, beyond the {h.threshold_pct:g}% threshold{more}."
-    )
 
 
 # metric (22) shift (8) CI (17) p (7) runs (7) verdict (12) with one-space gaps: 78 columns

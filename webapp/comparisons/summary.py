@@ -16,8 +16,9 @@ from django.urls import reverse
 
 from benchmarks import registry
 from benchmarks.spec import BenchmarkSpec
+from stats.inputs import TAILS
 from stats.methods import RELIABILITY_ALPHA, FailureCounts
-from stats.verdicts import FAILURE_STATISTIC, SEVERITY, contention_differs
+from stats.verdicts import FAILURE_STATISTIC, INCONCLUSIVE, NO_CHANGE, SEVERITY, contention_differs
 from webapp.analysis.models import MetricVerdict
 from webapp.analysis.services import failure_counts
 from webapp.comparisons.models import Comparison, ComparisonState, Target
@@ -28,6 +29,7 @@ from webapp.states import Result, State
 from webapp.trees.models import Build, Revision
 
 STATISTIC_ORDER = ("value", "p50", "mean", "p90", "p99", "max")
+UNDECIDED = (INCONCLUSIVE, NO_CHANGE)  # the verdicts of a row that decided nothing
 BUILD_LOG_TAIL_LINES = 60
 
 
@@ -154,9 +156,16 @@ class Header:
         return self.done and self.result != Result.OK
 
 
+def kernels(c: Comparison) -> tuple[KernelFacts, KernelFacts]:
+    """Both kernels as the report's kernels table and the running page's live part show
+    them (one source: the live part re-renders the table from it on every poll)."""
+    name_a, name_b = kernel_names(c)
+    return (_kernel("A", c.revision_a, c.build_a, c.cmdline_a, name_a),
+            _kernel("B", c.revision_b, c.build_b, c.cmdline_b, name_b))  # fmt: skip
+
+
 def header(c: Comparison) -> Header:
     runs = run_counts(c)
-    name_a, name_b = kernel_names(c)
     return Header(
         id=c.pk, state=c.state, result=c.result, error_code=c.error_code,
         error_message=c.error_message, verdict=c.verdict, benchmarks=list(c.benchmarks),
@@ -164,9 +173,7 @@ def header(c: Comparison) -> Header:
         threshold_pct=c.threshold_pct, seed=c.seed, trigger=c.trigger,
         requested_by=requested_by(c), created_at=c.created_at, started_at=c.started_at,
         finished_at=c.finished_at,
-        kernels=(_kernel("A", c.revision_a, c.build_a, c.cmdline_a, name_a),
-                 _kernel("B", c.revision_b, c.build_b, c.cmdline_b, name_b)),
-        target=_target(c.target), runs=runs,
+        kernels=kernels(c), target=_target(c.target), runs=runs,
         contention_warning=contention_warning(*runs, settings.RCUBENCH_CONTENTION_IMBALANCE),
         contention_share=settings.RCUBENCH_CONTENTION_SHARE,
         lab_hosts=_lab_hosts(c) if c.target.is_lab else (),
@@ -298,6 +305,35 @@ class VerdictRow:
     def shift(self) -> str:
         v = self.verdict
         return "n/a" if v.shift_pct is None else f"{v.shift_pct:+.2f}%"
+
+    @property
+    def pooled(self) -> bool:
+        """A tail statistic: A and B are quantiles of all samples pooled, not per-run."""
+        return self.verdict.statistic in TAILS
+
+    @property
+    def levels_label(self) -> str:
+        """What the A and B columns hold: the median over runs of each run's value, or
+        for tails the quantile of all samples pooled."""
+        stat = self.verdict.statistic
+        if self.pooled:
+            return f"{stat} of all samples pooled"
+        return "median of per-run values" if stat == "value" else f"median of per-run {stat}s"
+
+    @property
+    def shift_label(self) -> str:
+        """What the shift is a shift of (STATS.md: the Hodges-Lehmann shift of the
+        run-level values, % from logs or B - A for memory; tails: the pooled ratio)."""
+        stat = self.verdict.statistic
+        if self.pooled:
+            return f"pooled {stat} ratio B/A - 1"
+        of = "per-run values" if stat == "value" else f"per-run {stat}s"
+        return f"HL shift of {of}" + ("" if self.relative else ", B - A")
+
+    @property
+    def decided(self) -> bool:
+        """Whether the row decided anything (not inconclusive, not "no meaningful change")."""
+        return self.verdict.verdict not in UNDECIDED
 
     @property
     def ci(self) -> str:

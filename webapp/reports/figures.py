@@ -23,6 +23,10 @@ ECDF_MAX_POINTS = 2000
 HIST_BINS = 60
 # A latency ECDF's initial view ends at this pooled quantile (p99.5): the rest is the tail.
 ECDF_VIEW_QUANTILE = 0.995
+# A log axis with full values at its ticks. Left to itself, Plotly labels an axis spanning
+# one to a few decades with single digits between the powers of ten ("9 10 2 3", the 2
+# meaning 20); with a tick format it writes each tick's value ("9 10 20 30").
+LOG_AXIS = {"type": "log", "tickformat": "~g"}
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ def ecdf_figure(
     _layout(fig, title, x_title, "fraction of samples ≤ x")
     fig.update_yaxes(range=[0, 1.02])
     if log:
-        fig.update_xaxes(type="log")
+        fig.update_xaxes(**LOG_AXIS)
     if x_range is not None:
         fig.update_xaxes(range=list(x_range))
     return fig
@@ -195,7 +199,7 @@ def log_histogram(
     if dropped:
         title += f" ({dropped} samples <= 0 not shown)"
     _layout(fig, title, f"{unit} (log scale)", "fraction of samples per bin")
-    fig.update_xaxes(type="log")
+    fig.update_xaxes(**LOG_AXIS)
     return fig
 
 

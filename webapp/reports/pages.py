@@ -21,13 +21,15 @@ from webapp.alerts.services import alerts_for_page
 from webapp.comparisons.models import Comparison, ComparisonState, Measurement, Run
 from webapp.comparisons.progress import Progress, progress
 from webapp.comparisons.reproducer import reproducer
+from webapp.comparisons.sentence import verdict_sentence
 from webapp.comparisons.summary import (
     Header,
+    KernelFacts,
     ReliabilityRow,
     SideRuns,
     VerdictRow,
-    build_status,
     header,
+    kernels,
     num_text,
     p_method_legend,
     reliability_rows,
@@ -69,24 +71,42 @@ class Report:
     sections: list[BenchmarkFigures]  # empty until the comparison is done
     runs: list[Run]
     reproducer: str
+    sentence: str  # the verdict in one sentence, as the mail says it (comparisons.sentence)
     plotly_version: str = PLOTLY_VERSION
 
     @property
     def p_legend(self) -> str:
         return p_method_legend(self.verdicts)
 
+    # The verdict table in three parts: the primary metrics (they decide the comparison's
+    # verdict and its mail), apart from the secondary statistics; of those, the ones that
+    # decided nothing (inconclusive, no meaningful change) are folded away and counted.
+    @property
+    def primary(self) -> list[VerdictRow]:
+        return [r for r in self.verdicts if r.verdict.is_primary]
+
+    @property
+    def secondary(self) -> list[VerdictRow]:
+        return [r for r in self.verdicts if not r.verdict.is_primary and r.decided]
+
+    @property
+    def folded(self) -> list[VerdictRow]:
+        return [r for r in self.verdicts if not r.verdict.is_primary and not r.decided]
+
 
 def comparison_report(c: Comparison) -> Report:
     """Everything the report page shows. Figures load every sample of the comparison, so
     they are drawn once it is done, not on each refresh of a running one, and then come
     from the cache (cached_figure_sections)."""
+    h, rows = header(c), verdict_rows(c)
     return Report(
-        header=header(c),
-        verdicts=verdict_rows(c),
+        header=h,
+        verdicts=rows,
         reliability=reliability_rows(c),
         sections=cached_figure_sections(c) if c.state == ComparisonState.DONE else [],
         runs=runs_table(c),
         reproducer=reproducer(c),
+        sentence=verdict_sentence(h, rows),
     )
 
 
@@ -104,27 +124,33 @@ def report_queryset() -> "QuerySet[Comparison]":
 @dataclass(frozen=True)
 class Live:
     """The comparison page's live part while it runs: builds, runs per side by outcome,
-    the look it is at and the runs' ETA (webapp.comparisons.progress)."""
+    the look it is at and the runs' ETA (webapp.comparisons.progress). Its builds and the
+    page's kernels table read the same KernelFacts, and each poll re-renders that table
+    too (out of band), so the two never disagree."""
 
     id: int
     state: str
     result: str
     verdict: str
     done: bool
-    builds: tuple[tuple[str, str], tuple[str, str]]  # (side, status)
+    kernels: tuple[KernelFacts, KernelFacts]
     runs: tuple[SideRuns, SideRuns]
     progress: Progress
     benchmarks: list[str]
     target: str
     poll_seconds: int = POLL_SECONDS
 
+    @property
+    def builds(self) -> tuple[tuple[str, str], ...]:
+        """(side, build status) of each kernel."""
+        return tuple((k.side, k.build_status) for k in self.kernels)
+
 
 def live_state(c: Comparison) -> Live:
     return Live(
         id=c.pk, state=c.state, result=c.result, verdict=c.verdict,
         benchmarks=list(c.benchmarks), target=c.target.name,
-        done=c.state == ComparisonState.DONE,
-        builds=(("A", build_status(c.build_a)), ("B", build_status(c.build_b))),
+        done=c.state == ComparisonState.DONE, kernels=kernels(c),
         runs=run_counts(c), progress=progress(c),
     )  # fmt: skip
 
@@ -142,7 +168,9 @@ def visible_report(user: AnyUser, pk: int) -> Comparison:
 # rendering its runs table took ~25 ms a request; a cache hit takes one query and one file
 # read. The key is the figures' (the comparison's identity and finish time) with
 # REPORT_VERSION: bump it whenever _report.html or what it shows changes.
-REPORT_VERSION = 4  # 4: kernels named by branch, short sha and subject
+# 5: kernels named by branch, short sha and subject; the verdict sentence, primary rows
+# apart, undecided rows folded.
+REPORT_VERSION = 5
 # What the page reads of a comparison before it knows whether its body is cached.
 _PAGE_COLUMNS = ("id", "state", "created_at", "finished_at", "visibility",
                  "revision_a__tree_id")  # fmt: skip

@@ -131,7 +131,7 @@ def _overview(spec: BenchmarkSpec | None, metrics: dict[str, _MetricData]) -> li
 
 # Bump FIGURES_VERSION whenever figures.py or the sections' markup changes what is drawn.
 # Comparisons that are not done are never cached (their figures are not drawn at all).
-FIGURES_VERSION = 1
+FIGURES_VERSION = 2  # 2: log axes with full tick values
 FIGURES_CACHE = "reports"
 
 

@@ -6,7 +6,9 @@ webapp.watch.history's HistoryPoint and ChangeMark), a `plotly.graph_objects.Fig
 out; no Django, so it is tested on hand-made points.
 """
 
+import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import plotly.graph_objects as go
@@ -53,18 +55,41 @@ class Change(Protocol):
     def regression(self) -> bool: ...
 
 
+@dataclass(frozen=True)
+class Threshold:
+    """The practical threshold the heads' comparisons judged the metric on: % of the
+    value, or (memory) absolute, in the metric's unit."""
+
+    value: float
+    relative: bool = True
+
+    def band(self, level: float) -> tuple[float, float]:
+        half = abs(level) * self.value / 100 if self.relative else self.value
+        return level - half, level + half
+
+    @property
+    def text(self) -> str:
+        return f"±{self.value:g}%" if self.relative else f"±{self.value:g}"
+
+
 def history_figure(
     title: str,
     unit: str,
     points: Sequence[Point],
     change_points: Sequence[Change] = (),
     *,
+    threshold: Threshold | None = None,
     comparison_url: str = "/comparisons/{}/",
 ) -> go.Figure:
     """Each head's B-side median (line and markers coloured by its comparison's verdict on
-    the metric) with its 95% CI as a band, x = the head's position in push order; change
-    points as dashed vertical lines at the first head after the change. customdata holds
-    each point's comparison URL (the page opens it on click)."""
+    the metric) with its 95% CI as a band, x = the head's position in push order (integer
+    ticks); change points as dashed vertical lines at the first head after the change.
+    customdata holds each point's comparison URL (the page opens it on click).
+
+    With `threshold`: the band of +-threshold around the median of the heads' medians,
+    and a y axis that always spans it. Left to autoscale, the axis fills the chart with
+    whatever the medians do, so that an A/A's noise of a fraction of the threshold looks
+    like a trend; against the band, a move reads at its size."""
     fig = go.Figure()
     xs = list(range(1, len(points) + 1))
     with_ci = [(x, p) for x, p in zip(xs, points, strict=True) if p.ci_low is not None]
@@ -116,6 +141,35 @@ def history_figure(
     )  # fmt: skip
     axes = {"showline": True, "linecolor": "#888", "zeroline": False, "showgrid": True,
             "gridcolor": "#e6e6e6", "ticks": "outside", "automargin": True}  # fmt: skip
-    fig.update_xaxes(title_text="tested head (push order)", **axes)
+    fig.update_xaxes(title_text="tested head (push order)", tickmode="linear", tick0=0,
+                     dtick=head_step(len(points)), tickformat="d", **axes)  # fmt: skip
     fig.update_yaxes(title_text=unit, **axes)
+    if threshold is not None and points:
+        _threshold_band(fig, points, threshold)
     return fig
+
+
+def head_step(n: int, ticks: int = 12) -> int:
+    """The x ticks' step: a whole number of heads (1, 2, 5, 10, 20, 50, ...), the smallest
+    that puts at most `ticks` ticks on `n` heads."""
+    step = 1
+    while n / step > ticks:
+        step = step * 5 // 2 if str(step)[0] == "2" else step * 2
+    return step
+
+
+def _threshold_band(fig: go.Figure, points: Sequence[Point], threshold: Threshold) -> None:
+    """The +-threshold band around the median of the heads' medians, and the y range: the
+    band and every median and CI end, padded."""
+    level = statistics.median(p.median for p in points)
+    low, high = threshold.band(level)
+    fig.add_hrect(
+        y0=low, y1=high, fillcolor="rgba(0,0,0,0.06)", line={"width": 0}, layer="below",
+        annotation_text=f"threshold: {threshold.text} of the heads' median",
+        annotation_position="top left", annotation_font={"color": "#555", "size": 11},
+    )  # fmt: skip
+    values = [low, high, *(p.median for p in points)]
+    values += [v for p in points for v in (p.ci_low, p.ci_high) if v is not None]
+    lo, hi = min(values), max(values)
+    pad = 0.08 * (hi - lo)
+    fig.update_yaxes(range=[lo - pad, hi + pad])

@@ -97,6 +97,10 @@ class Series:
     lower_is_better: bool
     points: list[HistoryPoint] = field(default_factory=list)
     change_points: list[ChangeMark] = field(default_factory=list)
+    # The practical threshold the newest head's comparison judged the metric on: % of the
+    # value, or absolute (memory) in the unit (the chart's band around the heads' median).
+    threshold: float | None = None
+    threshold_relative: bool = True
 
     @property
     def key(self) -> tuple[str, int, str, str]:
@@ -168,7 +172,7 @@ def build_series(pushes: Iterable[Push], comparisons: QuerySet[Comparison]) -> l
     primaries = {b: _primary(b) for c in by_pk.values() for b in c.benchmarks}
     values_of = _b_values(list(by_pk), {m.name for m in primaries.values() if m is not None})
     verdicts = {
-        (v.comparison_id, v.benchmark, v.metric): v.verdict
+        (v.comparison_id, v.benchmark, v.metric): v
         for v in MetricVerdict.objects.filter(comparison_id__in=list(by_pk), is_primary=True)
     }
     series: dict[tuple[str, int, str, str], Series] = {}
@@ -190,7 +194,9 @@ def build_series(pushes: Iterable[Push], comparisons: QuerySet[Comparison]) -> l
                         lower_is_better=metric.better is Better.LOWER,
                     )  # fmt: skip
                 ci = median_ci(values)
-                verdict = verdicts.get((c.pk, benchmark, metric.name), "")
+                v = verdicts.get((c.pk, benchmark, metric.name))
+                verdict = v.verdict if v is not None else ""
+                s.threshold, s.threshold_relative = _threshold(v, c, metric)
                 point = HistoryPoint(
                     push_id=push.pk, sha=push.after, received_at=push.received_at,
                     comparison_id=c.pk, median=float(np.median(values)),
@@ -199,6 +205,18 @@ def build_series(pushes: Iterable[Push], comparisons: QuerySet[Comparison]) -> l
                 )  # fmt: skip
                 s.points.append(point)
     return sorted(series.values(), key=lambda s: (s.branch, s.target, s.benchmark, s.metric))
+
+
+def _threshold(v: MetricVerdict | None, c: Comparison, metric: Metric) -> tuple[float, bool]:
+    """The threshold the comparison judged the metric on, as its verdict recorded it (the
+    engine's: a benchmark's override, or the comparison's %), else as the spec and the
+    comparison say."""
+    d = v.details if v is not None else {}
+    if isinstance(d.get("threshold"), float | int):
+        return float(d["threshold"]), bool(d.get("relative", True))
+    if metric.threshold_is_absolute and metric.threshold is not None:
+        return metric.threshold, False
+    return (metric.threshold if metric.threshold is not None else c.threshold_pct), True
 
 
 def _series_for(tree: Tree, branch: str | None, comparisons: QuerySet[Comparison]) -> list[Series]:

@@ -78,8 +78,8 @@ class Push(models.Model):
     superseded by a newer push within the coalescing window, or ignored with its reason."""
 
     class Source(models.TextChoices):
-        GITHUB = "github"
-        GITLAB = "gitlab"
+        GITHUB = "github", "GitHub"
+        GITLAB = "gitlab", "GitLab"
         GIT = "git", "Generic git hook"
         POLL = "poll", "Polling (git ls-remote)"
         ANCHOR = "anchor", "Anchor comparison"

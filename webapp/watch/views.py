@@ -24,7 +24,9 @@ class Chart:
 
 def _chart(s: history.Series, comparison_url: str) -> Chart:
     title = f"{s.branch} · {s.target} · {s.benchmark}/{s.metric}"
-    fig = figures.history_figure(title, s.unit, s.points, s.change_points,
+    threshold = (figures.Threshold(s.threshold, s.threshold_relative)
+                 if s.threshold is not None else None)  # fmt: skip
+    fig = figures.history_figure(title, s.unit, s.points, s.change_points, threshold=threshold,
                                  comparison_url=comparison_url)  # fmt: skip
     # Plotly's JS is loaded once by the page from the installed package, never a CDN.
     html = pio.to_html(fig, include_plotlyjs=False, full_html=False,

@@ -37,6 +37,14 @@ VERDICTS_IN_REPORT_ORDER = [
     ("writer_duration", "p99", False, "improvement"),
     ("writer_duration", "mean", False, "no-meaningful-change"),
 ]
+# The page's order: the primary rows, apart; then the secondaries that decided something;
+# then, folded away, those that decided nothing (inconclusive, no meaningful change).
+_UNDECIDED = ("inconclusive", "no-meaningful-change")
+VERDICTS_ON_THE_PAGE = (
+    [v for v in VERDICTS_IN_REPORT_ORDER if v[2]]
+    + [v for v in VERDICTS_IN_REPORT_ORDER if not v[2] and v[3] not in _UNDECIDED]
+    + [v for v in VERDICTS_IN_REPORT_ORDER if not v[2] and v[3] in _UNDECIDED]
+)
 
 
 @pytest.fixture(autouse=True)

@@ -216,3 +216,16 @@ def test_figures_module_does_not_import_django():
                 for alias in node.names}  # fmt: skip
     imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not {m for m in imported if m.startswith(("django", "webapp"))}
+
+
+def test_log_axes_label_every_tick_with_its_full_value():
+    """Plotly's default on a log axis over one to a few decades is "9 10 2 3" (the 2 meaning
+    20); a tick format makes every label the value. The browser test reads them as drawn."""
+    samples = {"A": [3.0, 6.0, 12.0, 25.0, 60.0], "B": [4.0, 9.0, 30.0]}
+    hist = figures.log_histogram("sync", "ms", samples)
+    ecdf = figures.ecdf_figure("sync", "ms", samples, log_x=True, view_quantile=0.995)
+    for fig in (hist, ecdf):
+        xaxis = fig.to_dict()["layout"]["xaxis"]
+        assert (xaxis["type"], xaxis["tickformat"]) == ("log", "~g")
+    linear = figures.ecdf_figure("sync", "ms", {"A": [0.0, 1.0]}, log_x=True)
+    assert "tickformat" not in linear.to_dict()["layout"]["xaxis"]

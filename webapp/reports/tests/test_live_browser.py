@@ -143,6 +143,50 @@ def test_the_comparison_page_shows_progress_change_without_a_reload(browser, liv
     assert "verdict improvement" in browser.find_element(By.ID, "status").text
 
 
+# Read in one script: each poll replaces both elements, so an element found in one call
+# may be gone by the next (a stale reference under load).
+_BUILD_CELLS = """return [...document.querySelectorAll('#kernels tr')]
+    .filter(tr => tr.querySelector('th')?.textContent.trim() === 'build')
+    .flatMap(tr => [...tr.querySelectorAll('td')].map(td => td.innerText.trim()));"""
+_LIVE_BUILDS = """return [...document.querySelectorAll('#progress .build')]
+    .map(b => b.innerText.trim());"""
+
+
+def _build_cells(driver) -> list[str]:
+    """The kernels table's build row: A's and B's cells."""
+    return driver.execute_script(_BUILD_CELLS)
+
+
+def _live_builds(driver) -> list[str]:
+    return driver.execute_script(_LIVE_BUILDS)
+
+
+@pytest.mark.usefixtures("fast_polls")
+def test_the_live_box_and_the_kernels_table_agree_as_builds_end(browser, live_server):
+    """Issue 31 item 7: the live box said both builds were ok (cached) while the kernels
+    table below still said "build not started", until a reload."""
+    c = ComparisonFactory.create(state="building")
+    browser.get(live_server.url + reverse("reports:comparison", args=[c.pk]))
+    _wait_for_htmx(browser)
+    _mark_the_window(browser)
+    assert _live_builds(browser) == ["A not started", "B not started"]
+    assert _build_cells(browser) == ["not started", "not started"]
+    # What the build workers do: both kernels come from the build cache.
+    c.build_a = BuildFactory.create(revision=c.revision_a, state="done", result="ok",
+                                    cached=True)  # fmt: skip
+    c.build_b = BuildFactory.create(revision=c.revision_b, state="done", result="ok",
+                                    cached=True, seconds=812.0)  # fmt: skip
+    c.save(update_fields=["build_a", "build_b"])
+    WebDriverWait(browser, 30).until(
+        lambda d: _live_builds(d) == ["A ok (cached)", "B ok (cached)"],
+        "the live box did not change",
+    )
+    assert _build_cells(browser) == ["ok (cached)", "ok (cached) · 812 s"]
+    _not_reloaded(browser)
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors
+
+
 def test_a_second_user_cannot_see_a_restricted_comparison(browser, live_server):
     tree = TreeFactory.create(name="security", public=False)
     owner = MembershipFactory.create(tree=tree, user=UserFactory.create(username="owner")).user

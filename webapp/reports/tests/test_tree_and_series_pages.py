@@ -60,6 +60,26 @@ def test_the_tree_page_shows_its_policy_refs_under_test_and_comparisons(client, 
     assert 'id="deliveries-link"' not in html  # for its admins only
 
 
+def test_the_pushes_table_has_a_verdict_column_and_says_github_as_github_does(client, watched):
+    tree, running = watched
+    done = _comparison(tree, state="done", result="ok", verdict="regression", trigger="webhook")
+    push = Push.objects.create(tree=tree, branch="dev", before="2" * 40, after="5" * 40,
+                               source="github", state="tested")  # fmt: skip
+    push.comparisons.add(done)
+    html = client.get(reverse("reports:tree", args=["rcu"])).content.decode()
+    table = html[html.index('<table id="pushes">') :].split("</table>")[0]
+    header = table.split("</thead>")[0]
+    assert header.endswith("<th>comparisons</th><th>verdict</th></tr>")
+    rows = table.split("<tr data-state=")[1:]
+    (new,) = [r for r in rows if f">{push.pk}</td>" in r]
+    verdict = new.split('<td class="push-verdict">')[1].split("</td>")[0]
+    assert 'data-verdict="regression"' in verdict
+    (old,) = [r for r in rows if f"#{running.pk}</a>" in r]
+    assert "running" in old.split('<td class="push-verdict">')[1]  # no verdict yet: its state
+    assert "<td>GitHub</td>" in new
+    assert "Github" not in html
+
+
 def test_its_admins_see_the_deliveries_link(client, watched):
     tree, _ = watched
     admin = UserFactory.create()

@@ -17,7 +17,12 @@ from tests.support.factories import (
     RunFactory,
 )
 from webapp.analysis.services import analyse_failures
-from webapp.reports.tests.conftest import RUNS_PER_SIDE, VERDICTS_IN_REPORT_ORDER, WRITER_SAMPLES
+from webapp.reports.tests.conftest import (
+    RUNS_PER_SIDE,
+    VERDICTS_IN_REPORT_ORDER,
+    VERDICTS_ON_THE_PAGE,
+    WRITER_SAMPLES,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -34,12 +39,12 @@ def _section(html: str, start: str) -> str:
     return rest[: rest.index("</section>")]
 
 
-def test_report_lists_verdicts_in_severity_order(client, done_comparison):
+def test_report_lists_verdicts_primary_first_then_by_severity(client, done_comparison):
     html = _page(client, done_comparison)
     rows = re.findall(r'<tr class="verdict-row" data-verdict="([^"]+)" data-metric="([^"]+)"',
                       html)  # fmt: skip
     assert rows == [(verdict, f"sync-rcu-latency/{metric}/{stat}")
-                    for metric, stat, _, verdict in VERDICTS_IN_REPORT_ORDER]  # fmt: skip
+                    for metric, stat, _, verdict in VERDICTS_ON_THE_PAGE]  # fmt: skip
     assert "+9.90% [+8.10, +11.70]" in html
     assert "0.0012" in html
     assert "0.0036" in html

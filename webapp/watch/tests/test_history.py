@@ -168,3 +168,35 @@ def test_api_returns_points(client, stepped):
     assert s["change_points"][0]["regression"] is True
     other = client.get(f"/api/v1/trees/{tree.name}/history/?branch=master").json()
     assert other["series"] == []
+
+
+def test_figure_has_whole_head_ticks_and_a_threshold_band_the_y_axis_spans(db, target):
+    """An A/A history (every head the same kernel, medians within 0.2%): the y axis spans
+    the +-2% band around the heads' median instead of filling the chart with the noise, and
+    the x ticks are whole heads."""
+    tree = TreeFactory.create()
+    for n, level in enumerate([6.0, 6.01, 5.995, 6.005, 6.0]):
+        add_head(tree, target, n, level)
+    [s] = history.tree_history(tree, UserFactory.create()).series
+    assert s.threshold == 2.0  # the comparisons' default
+    assert s.threshold_relative
+    threshold = figures.Threshold(s.threshold, s.threshold_relative)
+    fig = figures.history_figure("t", s.unit, s.points, threshold=threshold)
+    layout = fig.to_dict()["layout"]
+    xaxis = layout["xaxis"]
+    assert (xaxis["tickmode"], xaxis["tick0"], xaxis["dtick"], xaxis["tickformat"]) == (
+        "linear", 0, 1, "d",
+    )  # fmt: skip
+    (band,) = [shape for shape in layout["shapes"] if shape["type"] == "rect"]
+    level = 6.035  # the median of the heads' medians (each: its level + 0.035, 8 B runs)
+    assert (band["y0"], band["y1"]) == (pytest.approx(level * 0.98), pytest.approx(level * 1.02))
+    low, high = layout["yaxis"]["range"]
+    assert low < band["y0"] < band["y1"] < high
+    medians = [p.median for p in s.points]
+    # The noise fills a small part of the axis, not all of it (autoscale's picture).
+    assert (max(medians) - min(medians)) / (high - low) < 0.15
+    assert "±2% of the heads' median" in layout["annotations"][0]["text"]
+
+
+def test_head_step_is_a_whole_number_of_heads():
+    assert [figures.head_step(n) for n in (1, 12, 13, 25, 61, 121, 600)] == [1, 1, 2, 5, 10, 20, 50]
