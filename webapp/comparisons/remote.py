@@ -81,6 +81,13 @@ class Client:
     def cancel(self, pk: int) -> Remote:
         return Remote.from_json(self._call("POST", f"comparisons/{pk}/cancel/"))
 
+    def summary(self, pk: int) -> dict[str, Any]:
+        """The comparison's summary, as `compare --format json` prints it locally."""
+        body = self._call("GET", f"comparisons/{pk}/data.json", params={"samples": "false"})
+        if not isinstance(body, dict):
+            raise RemoteError(f"the server's summary of comparison {pk} is not a JSON object")
+        return body
+
     def verdict_rows(self, pk: int) -> list[VerdictRow]:
         """The verdict rows as the local command prints them (same order and format)."""
         rows: list[dict[str, Any]] = []
