@@ -20,8 +20,13 @@ env = environ.Env()
 environ.Env.read_env(os.environ.get("RCUBENCH_ENV_FILE", BASE_DIR / ".env"))
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
+# `manage.py compare --server URL` is a client of another rcubench's REST API, on a machine
+# that may hold none of this one's settings: manage.py marks it so (remote_client()). It signs
+# nothing, so it starts without a secret key; the key stays empty, which Django refuses to
+# sign with, should anything in that process ever try.
+REMOTE_CLIENT = env.bool("RCUBENCH_REMOTE_CLIENT", default=False)
 SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="")
-if not SECRET_KEY:
+if not SECRET_KEY and not REMOTE_CLIENT:
     if not DEBUG:
         # A well-known default would let anyone forge sessions and password-reset tokens.
         raise ImproperlyConfigured(
@@ -178,6 +183,7 @@ WHITENOISE_USE_FINDERS = True
 # logging again in each prefork pool child, which would drop a handler Celery installed.
 logs.configure()
 RCUBENCH_LOG_FILE = env.str("RCUBENCH_LOG_FILE", default="")
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -197,7 +203,10 @@ LOGGING = {
             else {"class": "logging.StreamHandler", "formatter": "structured"}
         ),
     },
-    "root": {"handlers": ["out"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "root": {"handlers": ["out"], "level": LOG_LEVEL},
+    # A library's start-up banner (django-axes' "AXES: BEGIN version ...") on every
+    # manage.py command's stderr reads as a warning to a CLI user: shown at DEBUG only.
+    "loggers": {"axes.apps": {"level": "DEBUG" if LOG_LEVEL == "DEBUG" else "WARNING"}},
 }
 
 # --- Celery (read by workers/celery_app.py with the CELERY_ namespace) ---

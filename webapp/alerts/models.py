@@ -33,7 +33,7 @@ class Alert(models.Model):
         SENT = "sent"  # the server accepted it
         FAILED = "failed"  # refused for good (5xx), or retries used up
         UNKNOWN = "unknown"  # an attempt died mid-transaction: never sent again
-        SKIPPED = "skipped"  # the address opted out after it was queued
+        SKIPPED = "skipped"  # never sent: opted out (when queued or later), may not see it
 
     comparison = models.ForeignKey(
         Comparison, null=True, blank=True, on_delete=models.CASCADE, related_name="alerts"

@@ -111,7 +111,28 @@ def opted_out(address: str) -> bool:
     return OptOut.objects.filter(address__iexact=address).exists()
 
 
+def opt_out_of(user: User) -> OptOut | None:
+    """The opt-out of the user's own address, None when it gets mail (or there is none)."""
+    if not user.email:
+        return None
+    return OptOut.objects.filter(address__iexact=user.email).first()
+
+
+def undo_opt_out(user: User) -> bool:
+    """Mail the user's own address again (its owner's choice, from the subscriptions page;
+    only an operator sets an account's address). False when it had not opted out."""
+    if not user.email:
+        return False
+    deleted, _ = OptOut.objects.filter(address__iexact=user.email).delete()
+    if deleted:
+        log.info("alert opt-out undone", user=user.pk, address_hash=_hash(user.email))
+    return bool(deleted)
+
+
 # --- recipients ---------------------------------------------------------------------------
+
+
+OPTED_OUT = "the address opted out of all rcubench mail (the unsubscribe link)"
 
 
 @dataclass(frozen=True)
@@ -119,6 +140,7 @@ class Recipient:
     address: str
     reason: str  # completes "You get this mail ..."
     verified_user: bool = False  # an account that may see the comparison: no more checks
+    skipped: str = ""  # why it gets no mail though it is a recipient (its row says so)
 
 
 def _kind_of(c: Comparison) -> str | None:
@@ -154,8 +176,9 @@ def _member_may_see(address: str, c: Comparison) -> bool:
 
 def comparison_recipients(c: Comparison, kind: str) -> list[Recipient]:
     """Subscribers (users and free addresses), and for a regression the series' authors
-    and the pusher; a restricted comparison only to accounts that may see it; never to an
-    opted-out address. Once per address, with the first reason found."""
+    and the pusher; a restricted comparison only to accounts that may see it. Once per
+    address, with the first reason found; an opted-out address is marked `skipped` (it
+    gets a row that says so, and no mail)."""
     found: list[Recipient] = []
     for s in _subscriptions(c.revision_a.tree_id, list(c.benchmarks), kind):
         if s.user is not None:
@@ -182,9 +205,8 @@ def comparison_recipients(c: Comparison, kind: str) -> list[Recipient]:
             continue
         if restricted and not r.verified_user and not _member_may_see(address, c):
             continue  # lists, authors and pushers without an account that may see it
-        if opted_out(address):
-            continue
-        out[address.lower()] = Recipient(address, r.reason, r.verified_user)
+        skipped = OPTED_OUT if opted_out(address) else ""
+        out[address.lower()] = Recipient(address, r.reason, r.verified_user, skipped)
     return list(out.values())
 
 
@@ -225,7 +247,8 @@ def notify_comparison(comparison_id: int) -> list[int]:
     rows = [
         Alert(comparison=c, kind=kind, recipient=r.address, reason=r.reason[:200],
               subject=storable(subject), message_id=message_id(f"c{c.pk}", kind, r.address),
-              in_reply_to=parent[0] if parent else "", references=" ".join(parent))
+              in_reply_to=parent[0] if parent else "", references=" ".join(parent),
+              **_skipped(r))
         for r in recipients
     ]  # fmt: skip
     return _queue(rows, Alert.objects.filter(comparison=c, kind=kind), comparison=c.pk)
@@ -253,15 +276,17 @@ def notify_change_point(change_point_id: int) -> list[int]:
         else:
             r = Recipient(s.address, f"because this address is subscribed to {_what(s, kind)}")
         address = normalise(r.address)
-        if not address or address.lower() in out or opted_out(address):
+        if not address or address.lower() in out:
             continue
         if not r.verified_user and not _may_get(address, cp):
             continue
-        out[address.lower()] = Recipient(address, r.reason, r.verified_user)
+        skipped = OPTED_OUT if opted_out(address) else ""
+        out[address.lower()] = Recipient(address, r.reason, r.verified_user, skipped)
     subject = messages.change_point_subject(_change_point_facts(cp))
     rows = [
         Alert(change_point=cp, kind=kind, recipient=r.address, reason=r.reason[:200],
-              subject=storable(subject), message_id=message_id(f"cp{cp.pk}", kind, r.address))
+              subject=storable(subject), message_id=message_id(f"cp{cp.pk}", kind, r.address),
+              **_skipped(r))
         for r in out.values()
     ]  # fmt: skip
     return _queue(rows, Alert.objects.filter(change_point=cp, kind=kind), change_point=cp.pk)
@@ -283,11 +308,21 @@ def _may_get(address: str, cp: ChangePoint) -> bool:
     return cp.tree.public and not insider
 
 
+def _skipped(r: Recipient) -> dict[str, str]:
+    """A skipped recipient's row fields: recorded, never sent (the comparison's mail table
+    shows whom and why)."""
+    return {"state": State.SKIPPED, "last_error": r.skipped} if r.skipped else {}
+
+
 def _queue(rows: list[Alert], existing: QuerySet[Alert], **ids: int) -> list[int]:
     with transaction.atomic():
         # The unique key (comparison or change point, kind, recipient) drops rows made by
         # an earlier call: each recipient has one row, whatever the number of calls.
         Alert.objects.bulk_create(rows, ignore_conflicts=True)
+        skipped = [r.recipient for r in rows if r.state == State.SKIPPED]
+        recorded = existing.filter(state=State.SKIPPED, recipient__in=skipped)
+        for pk, reason in recorded.values_list("pk", "last_error"):
+            log.info("alert state", alert=pk, **ids, state=State.SKIPPED, reason=reason)
         queued = list(existing.filter(state=State.QUEUED).values_list("pk", flat=True))
         for pk in queued:
             log.info("alert state", alert=pk, **ids, state=State.QUEUED)

@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, permissions, renderers, serializers, status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.decorators import api_view, permission_classes
@@ -297,15 +297,27 @@ class ComparisonCSV(_Download):
 
 @extend_schema(
     tags=["exports"],
+    parameters=[OpenApiParameter(
+        "samples", OpenApiTypes.BOOL, default=True,
+        description="false: the summary alone, without the raw samples (what `compare "
+                    "--server URL --format json` reads)",
+    )],
     responses={(200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT)},
-)
+)  # fmt: skip
 class ComparisonJSON(_Download):
     """The comparison as one JSON object (header, verdicts, reliability, reproducer and the
     raw samples as columns and rows), streamed (the report page's data.json)."""
 
     def get(self, request: Request, pk: int) -> StreamingHttpResponse:
         c = services.comparison(request.user, pk)
-        return StreamingHttpResponse(exports.json_chunks(c), content_type="application/json")
+        try:
+            samples = serializers.BooleanField().to_internal_value(
+                request.query_params.get("samples", "true")
+            )
+        except ValidationError as exc:
+            raise ValidationError({"samples": exc.detail}) from None
+        chunks = exports.json_chunks(c, samples=samples)
+        return StreamingHttpResponse(chunks, content_type="application/json")
 
 
 # --- tokens ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from webapp.comparisons.models import Comparison, Measurement
 from webapp.comparisons.reproducer import reproducer
@@ -80,9 +80,11 @@ def reliability_dicts(c: Comparison) -> list[dict[str, object]]:
     ]  # fmt: skip
 
 
-def json_chunks(c: Comparison) -> Iterator[str]:
-    """The comparison as one JSON object: header, verdicts, reproducer, and the raw samples
-    as {"columns": [...], "rows": [[...], ...]} (compact: millions of rows), streamed."""
+def summary(c: Comparison) -> dict[str, Any]:
+    """What the comparison found, as JSON data (docs/api/README.md, "The summary"): its
+    header, verdicts, reliability rows, reproducer and report URL; the head of data.json,
+    and what `compare --format json` prints. Datetimes as ISO 8601 text, NaN and infinity as
+    None."""
     head = {
         "comparison": asdict(header(c)),
         "report_url": report_url(c),
@@ -90,7 +92,17 @@ def json_chunks(c: Comparison) -> Iterator[str]:
         "reliability": reliability_dicts(c),
         "reproducer": reproducer(c),
     }
-    opening = json.dumps(finite(head), default=_json_default, allow_nan=False)
+    return cast(dict[str, Any], json.loads(json.dumps(finite(head), default=_json_default)))
+
+
+def json_chunks(c: Comparison, *, samples: bool = True) -> Iterator[str]:
+    """The comparison as one JSON object: the summary, and the raw samples as
+    {"columns": [...], "rows": [[...], ...]} (compact: millions of rows), streamed; without
+    `samples`, the summary alone."""
+    opening = json.dumps(summary(c), allow_nan=False)
+    if not samples:
+        yield opening
+        return
     yield opening[:-1] + ', "samples": {"columns": ' + json.dumps(SAMPLE_COLUMNS) + ', "rows": ['
     first = True
     for rows in _sample_rows(c):

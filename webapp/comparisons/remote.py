@@ -85,6 +85,13 @@ class Client:
     def cancel(self, pk: int) -> Remote:
         return Remote.from_json(self._call("POST", f"comparisons/{pk}/cancel/"))
 
+    def summary(self, pk: int) -> dict[str, Any]:
+        """The comparison's summary, as `compare --format json` prints it locally."""
+        body = self._call("GET", f"comparisons/{pk}/data.json", params={"samples": "false"})
+        if not isinstance(body, dict):
+            raise RemoteError(f"the server's summary of comparison {pk} is not a JSON object")
+        return body
+
     def verdict_rows(self, pk: int) -> list[VerdictRow]:
         """The verdict rows as the local command prints them (same order and format)."""
         rows: list[dict[str, Any]] = []
@@ -100,7 +107,7 @@ class Client:
         try:
             response = self.session.request(method, url, timeout=self.timeout, **kwargs)
         except requests.RequestException as exc:
-            raise RemoteError(f"cannot reach {self.base}: {exc}") from None
+            raise RemoteError(f"cannot reach {self.base}: {_root_cause(exc)}") from None
         try:
             body = response.json()
         except ValueError:
@@ -108,6 +115,23 @@ class Client:
         if response.ok:
             return body
         raise _refusal(response.status_code, body)
+
+
+def _root_cause(exc: BaseException) -> str:
+    """What failed under requests' and urllib3's wrappers, e.g. "Connection refused"
+    rather than three nested reprs; the whole text when no socket error is at the root."""
+    cause: BaseException | None = exc
+    seen: list[BaseException] = []
+    while cause is not None and cause not in seen:
+        seen.append(cause)
+        reason = getattr(cause, "reason", None)  # urllib3's MaxRetryError
+        cause = (
+            reason if isinstance(reason, BaseException) else (cause.__cause__ or cause.__context__)
+        )
+    root = seen[-1]
+    if isinstance(root, OSError) and root.strerror:
+        return root.strerror
+    return str(exc)
 
 
 def _form_value(v: Any) -> Any:

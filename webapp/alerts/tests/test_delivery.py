@@ -261,15 +261,43 @@ def test_a_restricted_comparison_mails_only_accounts_that_may_see_it(smtp):
                                                             "member@example.org"]  # fmt: skip
 
 
-def test_an_opted_out_address_gets_nothing(smtp):
+def test_an_opted_out_address_gets_nothing_and_its_row_says_so(smtp, client):
     c = make_comparison()
     Subscription.objects.create(address=LIST)
     services.opt_out(AUTHOR)
     ids = services.notify_comparison(c.pk)
     assert [a.recipient for a in Alert.objects.filter(pk__in=ids)] == [LIST]
+    # The author is recorded, not dropped: a row in `skipped` with why, never sent.
+    skipped = Alert.objects.get(comparison=c, recipient="dev@example.org")
+    assert (skipped.state, skipped.attempts) == ("skipped", 0)
+    assert skipped.reason == "as an author of the patch series"
+    assert skipped.last_error == "the address opted out of all rcubench mail (the unsubscribe link)"
+    assert services.notify_comparison(c.pk) == ids  # again: no second row, nothing sent
+    assert Alert.objects.filter(comparison=c).count() == 2
     services.opt_out(LIST.upper())  # after it was queued: checked again at sending
     assert _deliver_all(ids) == ["skipped"]
     assert smtp.received == []
+    # Both on the comparison's mail table, as its tree's admins see it.
+    admin = UserFactory.create()
+    MembershipFactory.create(tree=c.revision_a.tree, user=admin, role="admin")
+    client.force_login(admin)
+    html = client.get(f"/comparisons/{c.pk}/").content.decode()
+    rows = re.findall(r'<tr data-state="(\w+)"><td class="mono">([^<]+)</td>', html)
+    assert sorted(rows) == [("skipped", "dev@example.org"), ("skipped", LIST)]
+    assert "opted out of all rcubench mail (the unsubscribe link)" in html
+    assert "opted out before the mail was sent" in html
+
+
+def test_an_undone_opt_out_gets_mail_again(smtp):
+    user = UserFactory.create(email="Maintainer@Example.org")
+    services.opt_out("maintainer@example.org")
+    assert services.undo_opt_out(user)
+    assert not services.undo_opt_out(user)  # nothing left to undo
+    c = make_comparison()
+    Subscription.objects.create(user=user)
+    assert sorted(_deliver_all(services.notify_comparison(c.pk))) == ["sent", "sent"]
+    assert sorted(r.rcpt_tos[0] for r in smtp.received) == ["Maintainer@example.org",
+                                                            "dev@example.org"]  # fmt: skip
 
 
 def test_improvements_and_other_verdicts_only_on_request(smtp):

@@ -83,3 +83,43 @@ def test_the_subscriptions_page_needs_csrf():
     client.force_login(user)
     response = client.post("/accounts/subscriptions/", {"kinds": ["regression"]})
     assert response.status_code == 403
+
+
+def test_the_owner_sees_an_opt_out_and_may_undo_it(client):
+    user = UserFactory.create(email="me@example.org")
+    client.force_login(user)
+    page = client.get("/accounts/subscriptions/").content.decode()
+    assert 'id="mailed"' in page
+    assert 'id="opted-out"' not in page
+    services.opt_out("ME@example.org")
+    page = client.get("/accounts/subscriptions/").content.decode()
+    assert 'id="mailed"' not in page  # no longer says mail goes out
+    assert "<strong>me@example.org</strong> unsubscribed from all rcubench mail on" in page
+    added = client.post("/accounts/subscriptions/", {"benchmark": "", "kinds": ["regression"]},
+                        follow=True).content.decode()  # fmt: skip
+    assert "Subscription added, but me@example.org has unsubscribed from all rcubench mail" in added
+    assert "Mail me again" in added
+    assert client.get("/accounts/subscriptions/mail-again").status_code == 405  # POST only
+    assert services.opted_out("me@example.org")
+    again = client.post("/accounts/subscriptions/mail-again", follow=True).content.decode()
+    assert "me@example.org gets rcubench mail again" in again
+    assert 'id="mailed"' in again
+    assert not services.opted_out("me@example.org")
+
+
+def test_only_the_logged_in_owner_undoes_an_opt_out():
+    services.opt_out("me@example.org")
+    services.opt_out("other@example.org")
+    assert Client().post("/accounts/subscriptions/mail-again").status_code == 302  # log in
+    user = UserFactory.create(email="me@example.org")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    assert client.post("/accounts/subscriptions/mail-again").status_code == 403  # no CSRF
+    assert services.opted_out("me@example.org")
+    someone = UserFactory.create(email="someone@example.org")
+    client.force_login(someone)
+    page = client.get("/accounts/subscriptions/")
+    assert b"other@example.org" not in page.content
+    token = page.cookies["csrftoken"].value
+    client.post("/accounts/subscriptions/mail-again", HTTP_X_CSRFTOKEN=token)
+    assert OptOut.objects.count() == 2  # another address's opt-out: untouched

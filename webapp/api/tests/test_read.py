@@ -128,6 +128,12 @@ def test_runs_measurements_verdicts_and_exports(world, anon):
     data = json.loads(body)
     assert data["comparison"]
     assert len(data["samples"]["rows"]) == 8
+    # The summary alone (what `compare --server --format json` reads): the rest, no samples.
+    response, body = _get(anon, f"/api/v1/comparisons/{pk}/data.json?samples=false")
+    assert response.status_code == 200
+    assert json.loads(body) == {k: v for k, v in data.items() if k != "samples"}
+    refused = anon.get(f"/api/v1/comparisons/{pk}/data.json?samples=maybe")
+    assert (refused.status_code, refused.json()) == (400, {"samples": ["Must be a valid boolean."]})
 
 
 RESTRICTED_URLS = [

@@ -3,6 +3,7 @@
 the local command, cancel."""
 
 import io
+import json
 
 import pytest
 from django.core.management import call_command
@@ -20,6 +21,7 @@ from tests.support.factories import (
 )
 from webapp.api import services as api
 from webapp.celery import app
+from webapp.comparisons import exports
 from webapp.comparisons.management.commands.compare import Command
 from webapp.comparisons.models import Comparison, ComparisonState
 from webapp.comparisons.summary import report_url
@@ -131,6 +133,25 @@ def test_follow_prints_the_local_commands_verdict_table(server):
     assert table.endswith(
         f"verdict: regression   report: http://127.0.0.1:8000/comparisons/{c.pk}/\n"
     )
+
+
+def test_json_through_the_api_is_the_local_commands(server):
+    url, token, tree, user = server
+    c = ComparisonFactory.create(
+        revision_a=RevisionFactory.create(tree=tree), revision_b=RevisionFactory.create(tree=tree),
+        state=ComparisonState.DONE, result=Result.OK, verdict="regression", submitted_by=user,
+    )  # fmt: skip
+    MetricVerdictFactory.create(comparison=c, warnings=["contended runs"])
+    remote_out, remote_err, local_out = io.StringIO(), io.StringIO(), io.StringIO()
+    call_command("compare", "--server", url, "--token", token, "--follow", str(c.pk),
+                 "--format", "json", stdout=remote_out, stderr=remote_err)  # fmt: skip
+    call_command("compare", "--follow", str(c.pk), "--format", "json", stdout=local_out,
+                 stderr=io.StringIO())  # fmt: skip
+    assert remote_out.getvalue() == local_out.getvalue()  # byte for byte
+    summary = json.loads(remote_out.getvalue())  # stdout: the JSON alone
+    assert summary == exports.summary(c)
+    assert summary["verdicts"][0]["warnings"] == ["contended runs"]
+    assert remote_err.getvalue().startswith("done: regression")  # progress: stderr
 
 
 def test_cancel_through_the_api(server):

@@ -10,10 +10,12 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from tests.support.factories import MetricVerdictFactory, TreeFactory
+from webapp.comparisons import terminal
 from webapp.comparisons.management.commands.compare import Command, _Lines
 from webapp.comparisons.models import Comparison
 from webapp.comparisons.progress import Progress
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
+from webapp.comparisons.summary import verdict_rows
 from webapp.trees.models import Revision
 
 pytestmark = pytest.mark.django_db
@@ -109,7 +111,7 @@ def test_off_a_terminal_progress_is_one_line_per_change():
     ]
 
 
-def test_the_summary_shows_the_cross_checks_beside_the_primary_p_and_marks_each_p():
+def _verdicts():
     sign = {"k": 20, "n": 24, "below": 4, "ties": 0, "median_a": 6.0, "p": 0.0015438795,
             "above_is": "worse"}  # fmt: skip
     primary = MetricVerdictFactory.create(
@@ -119,17 +121,49 @@ def test_the_summary_shows_the_cross_checks_beside_the_primary_p_and_marks_each_
     )  # fmt: skip
     MetricVerdictFactory.create(
         comparison=primary.comparison, metric="gps", statistic="value", is_primary=False,
+        warnings=["ties: 100% of run values are tied (midranks used)"],
         details={"unit": "count", "sign_test": sign, "p_method": "exact"},
     )  # fmt: skip
+    return primary.comparison
+
+
+def test_the_summary_has_the_cross_checks_and_warnings_under_their_row(monkeypatch):
+    c = _verdicts()
+    monkeypatch.setenv("COLUMNS", "80")
     out = io.StringIO()
-    Command(stdout=out)._summary(primary.comparison)
-    header, first, second, legend, *_ = out.getvalue().splitlines()
-    assert "p adj  sign test; Mood (cross-checks)" in header
-    assert "0.0004 P" in first
-    assert ("20/24 B runs above A's median, p=0.00154 (above is worse); Mood p=0.0253  "
-            "regression") in first  # fmt: skip
-    assert "sync-rcu-latency/gps" in second
-    assert "B runs above" not in second  # a secondary metric: the cross-checks are not shown
-    assert "0.5 E" in second
-    assert legend.startswith("p: P permutation p from 9,999 random relabellings")
-    assert "E exact: every relabelling of the runs is as extreme (W = 0, p = 1)" in legend
+    Command(stdout=out)._summary(c)
+    lines = out.getvalue().splitlines()
+    assert max(map(len, lines)) <= 80
+    head, numbers, first, first_numbers, checks, checks_end, second, _, warning, *rest = lines
+    assert head.split() == ["metric", "stat", "verdict"]
+    assert numbers.split() == ["A", "median", "B", "median", "shift", "[95%", "CI]", "p", "p",
+                               "adj"]  # fmt: skip
+    assert first.startswith("sync-rcu-latency/writer_duration * p50 ")
+    assert first.endswith("  regression")
+    assert "0.0004 P" in first_numbers
+    assert checks == ("    cross-checks: 20/24 B runs above A's median, p=0.00154 (above is "
+                      "worse);")  # fmt: skip
+    assert checks_end == "      Mood p=0.0253"
+    assert second.startswith("sync-rcu-latency/gps value")  # a secondary metric: no cross-checks
+    assert warning == "    warning: ties: 100% of run values are tied (midranks used)"
+    assert rest[0].startswith("p: P permutation p from 9,999 random relabellings")
+    assert "E exact: every relabelling" in " ".join(" ".join(rest).split())
+
+
+def test_a_wide_terminal_gets_one_line_per_row():
+    c = _verdicts()
+    rows = verdict_rows(c)
+    lines = terminal.verdict_table(rows, "regression", "http://x/comparisons/1/", 200, ("a", "b"))
+    head, first, checks, second, warning, *_ = lines
+    assert head.split()[:2] == ["metric", "stat"]
+    assert head.endswith("p adj  verdict")
+    assert first.startswith("sync-rcu-latency/writer_duration *  p50 ")
+    assert first.endswith("  regression")
+    assert checks.startswith("    cross-checks: 20/24 B runs above")
+    assert second.startswith("sync-rcu-latency/gps ")
+    assert warning.startswith("    warning: ties")
+    assert lines[-1] == "verdict: regression   report: http://x/comparisons/1/"
+    # Narrower than a row on two lines: wrapped, never longer than the width; a URL whole.
+    narrow = terminal.verdict_table(rows, "regression", "http://x/" + "y" * 60, 40, ("a", "b"))
+    assert all(len(ln) <= 40 for ln in narrow[:-1])
+    assert narrow[-1] == "report: http://x/" + "y" * 60

@@ -1,9 +1,11 @@
 """./manage.py compare: an A/B comparison from a terminal, through the same pipeline as the
 web app (the running workers build, boot and analyse), with progress and the verdict table."""
 
+import json
 import os
 import time
 from argparse import ArgumentParser
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -13,12 +15,12 @@ from tqdm import tqdm
 
 from stats import defaults
 from webapp.celery import app
-from webapp.comparisons import orchestrator, remote
+from webapp.comparisons import exports, orchestrator, remote, terminal
 from webapp.comparisons.models import Comparison, ComparisonState
 from webapp.comparisons.names import kernel_names
 from webapp.comparisons.progress import Progress, progress
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
-from webapp.comparisons.summary import VerdictRow, p_method_legend, report_url, verdict_rows
+from webapp.comparisons.summary import VerdictRow, report_url, verdict_rows
 from webapp.states import Result
 from webapp.trees.models import Tree
 from webapp.trees.services import DEFAULT_TREE, InvalidTree, register_local_tree
@@ -34,6 +36,7 @@ _OPTION = {
 
 
 class Command(BaseCommand):
+    as_json = False  # --format json
     help = (
         "Compare two kernels (base vs head ref, or base vs base + a patch series, or one "
         "kernel with two command lines) on a target; wait, showing progress, and print the "
@@ -75,6 +78,12 @@ class Command(BaseCommand):
         parser.add_argument("--cancel", type=int, metavar="ID", help="cancel comparison ID")
         parser.add_argument("--timeout", type=float, default=0, help="stop waiting after s")
         parser.add_argument(
+            "--format", choices=["table", "json"], default="table",
+            help="table: the verdict table, fit to the terminal's width ($COLUMNS; 80 "
+            "off a terminal); json: the comparison's summary as one JSON object on stdout "
+            "(docs/api/README.md, 'The summary'), progress on stderr",
+        )  # fmt: skip
+        parser.add_argument(
             "--server", metavar="URL",
             help="submit and follow through the REST API of the rcubench at URL (e.g. "
             "https://rcubench.example.org) instead of this machine's database; --tree is "
@@ -87,6 +96,7 @@ class Command(BaseCommand):
         )  # fmt: skip
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        self.as_json = opts["format"] == "json"
         if opts["server"]:
             self._handle_remote(opts)
             return
@@ -99,12 +109,24 @@ class Command(BaseCommand):
             comparison = _get(opts["follow"])
         else:
             comparison = self._submit(opts)
-            self.stdout.write(f"comparison {comparison.pk} submitted: {report_url(comparison)}")
+            self._submitted(comparison.pk, report_url(comparison), opts["no_wait"])
             if opts["no_wait"]:
                 return
-        self._require_worker()
-        comparison = self._follow(comparison, opts["timeout"])
-        self._summary(comparison)
+        if comparison.state != ComparisonState.DONE:  # an ended one needs no worker to show
+            self._require_worker()
+
+        def poll() -> tuple[str, Progress]:
+            comparison.refresh_from_db()
+            return comparison.state, progress(comparison)
+
+        def cancel() -> None:
+            orchestrator.cancel(comparison.pk, "cancelled from the command line (Ctrl-C)")
+
+        self._wait(comparison.pk, poll, cancel, opts["timeout"])
+        if self.as_json:
+            self._json(exports.summary(comparison))
+        else:
+            self._summary(comparison)
         if comparison.result != Result.OK:
             raise CommandError(f"comparison {comparison.pk} {comparison.result}: "
                                f"{comparison.error_code}: {comparison.error_message}")  # fmt: skip
@@ -146,28 +168,42 @@ class Command(BaseCommand):
             if time.monotonic() > deadline:
                 raise CommandError("no rcubench worker answers on the broker: start them (make up)")
 
-    def _follow(self, comparison: Comparison, timeout: float) -> Comparison:
-        """Poll the database (the state machine) until the comparison ends, drawing a runs
-        bar on a terminal, or printing a line per change of the progress elsewhere (a CI
-        log keeps every bar redraw as a line); Ctrl-C cancels the comparison (and its VM)."""
-        out = cast(TextIO, self.stdout._out)
+    def _wait(self, pk: int, poll: Callable[[], tuple[str, Progress]],
+              cancel: Callable[[], object], timeout: float) -> None:  # fmt: skip
+        """Poll (the database, or the server's API) until the comparison ends, drawing a
+        runs bar on a terminal, or printing a line per change of the progress elsewhere (a
+        CI log keeps every bar redraw as a line); Ctrl-C cancels the comparison (and its
+        VM). With --format json the progress goes to stderr: stdout holds the JSON only."""
+        out = cast(TextIO, (self.stderr if self.as_json else self.stdout)._out)
         show = _Bar(out) if out.isatty() else _Lines(out)
         started = time.monotonic()
         try:
             while True:
-                comparison.refresh_from_db()
-                show(progress(comparison))
-                if comparison.state == ComparisonState.DONE:
-                    return comparison
+                state, p = poll()
+                show(p)
+                if state == ComparisonState.DONE:
+                    return
                 if timeout and time.monotonic() - started > timeout:
-                    raise CommandError(f"still {comparison.state} after {timeout:.0f} s; "
-                                       f"follow it with --follow {comparison.pk}")  # fmt: skip
+                    raise CommandError(f"still {state} after {timeout:.0f} s; "
+                                       f"follow it with --follow {pk}")  # fmt: skip
                 time.sleep(1.0)
         except KeyboardInterrupt:
-            orchestrator.cancel(comparison.pk, "cancelled from the command line (Ctrl-C)")
-            raise CommandError(f"comparison {comparison.pk} cancelled") from None
+            cancel()
+            raise CommandError(f"comparison {pk} cancelled") from None
         finally:
             show.close()
+
+    def _submitted(self, pk: int, url: str, no_wait: bool) -> None:
+        if not self.as_json:
+            self.stdout.write(f"comparison {pk} submitted: {url}")
+        elif no_wait:  # all a script gets before the comparison ends
+            self._json({"id": pk, "report_url": url})
+        else:  # beside the progress, unstyled (stderr's default style is the error's)
+            self.stderr.write(f"comparison {pk} submitted: {url}", style_func=lambda s: s)
+
+    def _json(self, summary: dict[str, Any]) -> None:
+        # Sorted keys, indented: a diff of two runs' output shows what changed.
+        self.stdout.write(json.dumps(summary, indent=2, sort_keys=True))
 
     def _summary(self, comparison: Comparison) -> None:
         a, b = kernel_names(comparison)
@@ -177,34 +213,8 @@ class Command(BaseCommand):
     def _table(
         self, verdicts: list[VerdictRow], verdict: str, url: str, kernels: tuple[str, str]
     ) -> None:
-        """The verdict table, the kernels as people name them (tree/branch, short sha,
-        subject), and the verdict with the report's URL."""
-        out = self.stdout.write
-        # The sign test and Mood's p beside the primary p: the cross-checks the kernel lists
-        # quote (primary metrics only, to keep the table narrow; the JSON has every row).
-        rows = [
-            (f"{r.verdict.benchmark}/{r.verdict.metric}{' *' if r.verdict.is_primary else ''}",
-             r.verdict.statistic, f"{r.median_a} {r.unit}".strip(),
-             f"{r.median_b} {r.unit}".strip(), f"{r.shift} {r.ci}".strip(),
-             f"{r.p_value} {r.p_marker}".strip(), r.p_adjusted,
-             r.cross_checks if r.verdict.is_primary else "", r.verdict.verdict,
-             "; ".join(r.verdict.warnings))
-            for r in verdicts
-        ]  # fmt: skip
-        if rows:
-            header = ("metric", "stat", "A median", "B median", "shift [95% CI]",
-                      "p", "p adj", "sign test; Mood (cross-checks)", "verdict",
-                      "warnings")  # fmt: skip
-            table = [header, *rows]
-            widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
-            for r in table:
-                cells = [c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)]
-                out("  ".join([*cells, r[-1]]).rstrip())
-            legend = p_method_legend(verdicts)
-            if legend:
-                out(f"p: {legend}")
-        out(f"A: {kernels[0]}\nB: {kernels[1]}")
-        out(f"verdict: {verdict or '(none)'}   report: {url}")
+        for line in terminal.verdict_table(verdicts, verdict, url, terminal.width(), kernels):
+            self.stdout.write(line)
 
     # --- through the REST API of another rcubench (--server) -------------------------
 
@@ -222,11 +232,22 @@ class Command(BaseCommand):
                 c = client.comparison(opts["follow"])
             else:
                 c = self._submit_remote(client, opts)
-                self.stdout.write(f"comparison {c.pk} submitted: {c.report_url}")
+                self._submitted(c.pk, c.report_url, opts["no_wait"])
                 if opts["no_wait"]:
                     return
-            c = self._follow_remote(client, c, opts["timeout"])
-            self._table(client.verdict_rows(c.pk), c.verdict, c.report_url, (c.name_a, c.name_b))
+
+            def poll() -> tuple[str, Progress]:
+                nonlocal c
+                c = client.comparison(c.pk)
+                return c.state, c.progress
+
+            self._wait(c.pk, poll, lambda: client.cancel(c.pk), opts["timeout"])
+            if self.as_json:
+                self._json(client.summary(c.pk))
+            else:
+                self._table(
+                    client.verdict_rows(c.pk), c.verdict, c.report_url, (c.name_a, c.name_b)
+                )
         except remote.RemoteError as exc:
             raise CommandError(exc.message) from None
         if c.result != Result.OK:
@@ -252,29 +273,6 @@ class Command(BaseCommand):
                 field, message = next(iter(exc.fields.items()))
                 raise CommandError(f"{_OPTION.get(field, field)}: {message}") from None
             raise
-
-    def _follow_remote(
-        self, client: remote.Client, c: remote.Remote, timeout: float
-    ) -> remote.Remote:
-        """As _follow, polling the API: Ctrl-C cancels the comparison on the server."""
-        out = cast(TextIO, self.stdout._out)
-        show = _Bar(out) if out.isatty() else _Lines(out)
-        started = time.monotonic()
-        try:
-            while True:
-                c = client.comparison(c.pk)
-                show(c.progress)
-                if c.state == ComparisonState.DONE:
-                    return c
-                if timeout and time.monotonic() - started > timeout:
-                    raise CommandError(f"still {c.state} after {timeout:.0f} s; "
-                                       f"follow it with --follow {c.pk}")  # fmt: skip
-                time.sleep(1.0)
-        except KeyboardInterrupt:
-            client.cancel(c.pk)
-            raise CommandError(f"comparison {c.pk} cancelled") from None
-        finally:
-            show.close()
 
 
 class _Bar:
