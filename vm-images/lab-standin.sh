@@ -7,6 +7,7 @@
 #   lab-standin.sh build [DIR]                            build the image once (stamped)
 #   lab-standin.sh define NAME SSH_PORT CONSOLE_PORT [DIR] define + start NAME (rcubench-lab-*)
 #   lab-standin.sh undefine NAME [DIR]                    destroy, undefine, drop overlay
+#   lab-standin.sh reimage NAME [DIR]                     power off, fresh overlay (reprovision)
 #   lab-standin.sh wait-ssh PORT [TIMEOUT] [DIR]          wait for ssh, print seconds
 #
 # Runner-facing files in DIR: vmlinuz + initrd-fast.img + cmdline (the known-good boot;
@@ -387,6 +388,21 @@ cmd_define() {
   log "started $name"
 }
 
+# The stand-in's reprovision command (a lab pool that takes untrusted kernels): power off
+# and throw away whatever any kernel wrote to its disk, a fresh overlay on the same base, as
+# a lab re-images a host or resets its netboot image. The power command starts it again.
+cmd_reimage() {
+  local name=$1 dir=${2:-$DEFAULT_DIR} base overlay
+  check_name "$name"
+  overlay=$dir/overlays/$name.qcow2
+  [[ -f $overlay ]] || die "$name has no overlay in $dir/overlays"
+  if [[ $(domain_state "$name") != "shut off" ]]; then "${VIRSH[@]}" destroy "$name" >/dev/null; fi
+  base=$(qemu-img info -U "$overlay" | sed -n 's/^backing file: //p')
+  [[ -f $base ]] || die "the base image of $name is gone: $base"
+  qemu-img create -q -f qcow2 -F raw -b "$base" "$overlay"
+  log "reimaged $name"
+}
+
 # --- wait-ssh ----------------------------------------------------------------------------
 
 cmd_wait_ssh() {
@@ -418,12 +434,13 @@ cmd_wait_ssh() {
   echo
 }
 
-usage() { sed -n '7,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '7,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 case ${1:-} in
   build) shift; (($# <= 1)) || usage; cmd_build "$@" ;;
   define) shift; (($# >= 3 && $# <= 4)) || usage; cmd_define "$@" ;;
   undefine) shift; (($# >= 1 && $# <= 2)) || usage; cmd_undefine "$@" ;;
+  reimage) shift; (($# >= 1 && $# <= 2)) || usage; cmd_reimage "$@" ;;
   wait-ssh) shift; (($# >= 1 && $# <= 3)) || usage; cmd_wait_ssh "$@" ;;
   *) usage ;;
 esac

@@ -9,6 +9,7 @@ from celery.signals import setup_logging
 from django.conf import settings
 
 from engine.build.builder import BuildSettings
+from engine.lab.runner import REPROVISION_TIMEOUT
 from webapp.celery import app
 from webapp.routing import (
     ADVANCE_UNFINISHED,
@@ -57,11 +58,12 @@ BENCH_TIME_LIMIT = int(
     + 600  # image, domain set-up and teardown, parsing a capped console, storing
 )
 # A lab run also waits for a free host, then brings it back: a boot, and as many power
-# cycles and boots as it may take, each at most 3600 s (LabHost.boot_timeout_seconds).
+# cycles and boots as it may take, each at most 3600 s (LabHost.boot_timeout_seconds),
+# each after a reprovision on a pool that takes untrusted kernels.
 LAB_TIME_LIMIT = int(
     BENCH_TIME_LIMIT
     + settings.RCUBENCH_LAB_HOST_WAIT_SECONDS
-    + (1 + settings.RCUBENCH_LAB_RECOVERY_TRIES) * (3600 + 120)
+    + (1 + settings.RCUBENCH_LAB_RECOVERY_TRIES) * (3600 + 120 + REPROVISION_TIMEOUT)
 )
 # Database work only: the state machine, the reapers, and the statistics of one look.
 CONTROL_TIME_LIMIT = 300

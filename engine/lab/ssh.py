@@ -103,15 +103,11 @@ def check(client: paramiko.SSHClient, argv: list[str], timeout: float) -> str:
 
 
 def put(client: paramiko.SSHClient, local: Path, remote: PurePosixPath, timeout: float) -> float:
-    """Copy `local` to `remote` unless a file with the same sha256 is there already; return
-    the seconds spent. The copy goes to a temporary name, is checked by its sha256 on the
-    host, and only then renamed into place, so a cut copy is never booted."""
+    """Copy `local` to `remote`; return the seconds spent. The copy goes to a temporary
+    name, is checked by its sha256 on the host, and only then renamed into place, so a cut
+    copy is never booted."""
     started = time.monotonic()
     digest = file_sha256(local)
-    status, out, _ = run(client, ["sha256sum", str(remote)], timeout)
-    if status == 0 and out.split()[:1] == [digest]:
-        run(client, ["touch", str(remote)], timeout)  # recently used: kept by the pruning
-        return time.monotonic() - started
     part = remote.with_name(f".{remote.name}.part")
     try:
         with client.open_sftp() as sftp:

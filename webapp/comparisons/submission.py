@@ -1,11 +1,12 @@
 """The one way in: every front end (the CLI, the web form, the REST API; push webhooks
 later) submits a comparison by calling `submit_comparison`, and nothing else.
 
-A request is validated whole before anything is stored: refs, target, benchmarks, numbers,
-command lines, then against the tree (`preflight`: the refs exist, the series applies), then
-the patch series. A refused request raises `SubmissionError` naming the
-field and the problem, and leaves nothing behind (no tree, series, revision or comparison),
-as everything it stores is stored in one transaction.
+A request is validated whole before anything is stored: refs, target (and whether a lab
+pool takes this submitter's kernels: webapp/lab/pools.py), benchmarks, numbers, command
+lines, then against the tree (`preflight`: the refs exist, the series applies), then the
+patch series. A refused request raises `SubmissionError` naming the field and the problem,
+and leaves nothing behind (no tree, series, revision or comparison), as everything it
+stores is stored in one transaction.
 """
 
 import math
@@ -90,6 +91,10 @@ def submit_comparison(req: ComparisonRequest) -> Comparison:
         _may_submit(submitter, tree)
         visibility = _visibility(req.visibility, tree)
         target = _target(req.target, req.arch)
+        # A lab pool's hosts run the kernel as root on real hardware: whose kernels it takes.
+        if why := pools.refusal(target, tree, trigger=req.trigger, submitter=submitter,
+                                series=req.series_mbox is not None):  # fmt: skip
+            raise SubmissionError("target", why)
         specs = _benchmarks(req.benchmarks, target)
         _validate(req, specs)
         try:  # against the tree: unknown refs, a series that does not apply

@@ -6,7 +6,7 @@ from django.forms import ModelForm
 from django.http import HttpRequest
 
 from webapp import logs
-from webapp.lab.models import LabAssignment, LabHost
+from webapp.lab.models import LabAssignment, LabHost, LabPool
 
 log = logs.get(__name__)
 
@@ -70,6 +70,27 @@ class LabHostAdmin(admin.ModelAdmin):
 
         for host in queryset.exclude(state=LabHost.State.DISABLED):
             disable(host, f"disabled by {request.user}")
+
+
+@admin.register(LabPool)
+class LabPoolAdmin(admin.ModelAdmin):
+    """Who may send kernels to a pool, and its reprovision command: both decide whether a
+    submitter's kernel can own a lab host, so only superusers change them, and every
+    change is logged."""
+
+    list_display = ["target", "trust"]
+    list_filter = ["trust"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = list(super().get_readonly_fields(request, obj))
+        if not request.user.is_superuser:
+            fields += ["target", "trust", "reprovision_command"]
+        return fields
+
+    def save_model(self, request: HttpRequest, obj: LabPool, form: ModelForm, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        log.info("lab pool saved", pool=obj.target.name, trust=obj.trust, by=str(request.user),
+                 created=not change, fields=sorted(form.changed_data))  # fmt: skip
 
 
 @admin.register(LabAssignment)

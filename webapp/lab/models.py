@@ -1,5 +1,6 @@
-"""Bare-metal lab hosts: the pool of a Target of kind lab, and which hardware class each
-comparison's runs keep to. The runner itself is engine/lab (no Django)."""
+"""Bare-metal lab hosts: the pool of a Target of kind lab and who may send kernels to it,
+its hosts, and which hardware class each comparison's runs keep to. The runner itself is
+engine/lab (no Django)."""
 
 import re
 import shlex
@@ -12,6 +13,7 @@ from django.core.validators import (
     validate_ipv46_address,
 )
 from django.db import models
+from django.db.models import Q
 
 from webapp.comparisons.models import Comparison, Run, Target
 from webapp.states import Arch
@@ -68,6 +70,56 @@ login_name_validator = RegexValidator(
 console_device_validator = RegexValidator(
     r"^[A-Za-z][A-Za-z0-9_,.]{0,31}\Z", "a console device such as ttyS0 or hvc0"
 )
+
+
+class LabPool(models.Model):
+    """Who may send kernels to a lab pool (a Target of kind lab), and how its hosts are made
+    clean again. A lab Target without this row is trusted-only (webapp/lab/pools.py)."""
+
+    class Trust(models.TextChoices):
+        TRUSTED = "trusted", "Trusted kernels only (pushes; refs of tree admins and staff)"
+        REPROVISIONED = "reprovisioned", "Any submitter's (hosts reprovisioned after each run)"
+
+    target = models.OneToOneField(
+        Target, on_delete=models.CASCADE, primary_key=True, related_name="lab_pool",
+        limit_choices_to={"kind": Target.Kind.LAB},
+    )  # fmt: skip
+    trust = models.CharField(
+        max_length=16, choices=Trust, default=Trust.TRUSTED,
+        help_text="A kernel under test is root on the host's hardware: it can write the "
+        "host's disk and firmware and read what is left there (docs/lab.md).",
+    )  # fmt: skip
+    reprovision_command = models.TextField(
+        blank=True, validators=[validate_template],
+        help_text="Commands, one per line, run on the lab worker after every run of a pool "
+        "that takes untrusted kernels, before its power cycle: they must bring back the "
+        "host's known-good OS from a source no kernel could write (re-image its disk, or "
+        "reset its netboot image). {name}, {address} and {port} are filled in; end options "
+        "with -- before them. A line that fails stops the rest, and the host is not handed "
+        "out.",
+    )  # fmt: skip
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(trust="trusted") | ~Q(reprovision_command=""),
+                name="labpool_reprovisioned_has_command",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.target.name} ({self.trust})"
+
+    @property
+    def trusted_only(self) -> bool:
+        return self.trust == self.Trust.TRUSTED
+
+    def clean(self) -> None:
+        if self.target_id is not None and not self.target.is_lab:
+            raise ValidationError({"target": f"{self.target} is not a lab pool"})
+        if not self.trusted_only and not self.reprovision_command.strip():
+            raise ValidationError({"reprovision_command": "a pool that takes untrusted "
+                                   "kernels needs a reprovision command"})  # fmt: skip
 
 
 class LabHost(models.Model):
@@ -141,6 +193,8 @@ class LabHost(models.Model):
     state_reason = models.TextField(blank=True)
     state_changed_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Read before each kexec: the host is handed out again only with another one.
+    boot_id = models.CharField(max_length=36, blank=True)
     run = models.ForeignKey(
         Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         help_text="The run it serves now.",

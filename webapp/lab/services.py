@@ -1,8 +1,12 @@
-"""Lab runs: claim a host of the pool (one run per host, a comparison's runs on one hardware
-class), run on it through the lab runner (engine/lab), record the run as a VM run is
-recorded, then bring the host back, or disable it with the reason when it does not come.
+"""Lab runs: check that the pool takes the comparison's kernels (webapp/lab/pools.py), claim
+a host of the pool (one run per host, a comparison's runs on one hardware class), run on it
+through the lab runner (engine/lab), record the run as a VM run is recorded, then bring the
+host back (reprovisioned and power-cycled, on a pool that takes untrusted kernels), or
+disable it with the reason when it does not come back on its known-good kernel in a new
+boot.
 
-Every host state change is one log line ("labhost state") with its name and reason.
+Every host state change is one log line ("labhost state") with its name, the run and the
+reason.
 """
 
 import contextlib
@@ -22,6 +26,7 @@ from engine.run.console import RunOutcome
 from engine.run.outcomes import INFRA
 from webapp import logs
 from webapp.comparisons.models import Run, Target
+from webapp.lab import pools
 from webapp.lab.models import LabAssignment, LabHost
 from webapp.states import heartbeat
 
@@ -34,13 +39,19 @@ class NoHost(Exception):
 
 
 def engine_host(host: LabHost) -> runner.LabHost:
-    """The runner's view of a host: how to reach, watch and power-cycle it."""
+    """The runner's view of a host: how to reach, watch, power-cycle and reprovision it,
+    and the known-good kernel it must come back on (the probe's; unchecked if never
+    probed)."""
+    pool = pools.policy(host.target)
     return runner.LabHost(
         name=host.name,
         endpoint=Endpoint(host.address, host.port, host.user, Path(host.key_file), host.host_key),
         console_command=host.console_command,
         power_command=host.power_command,
         boot_timeout=float(host.boot_timeout_seconds),
+        trusted_only=pool.trusted_only,
+        reprovision_command=pool.reprovision_command,
+        known_good_release=host.kernel_release,
     )
 
 
@@ -50,10 +61,12 @@ def set_state(
     reason: str = "",
     *,
     only_from: tuple[str, ...] = (),
+    after_run: int | None = None,
     **fields: object,
 ) -> bool:
     """Move `host` to `state` (only from the states `only_from`, if given: an operator's
-    disable while a run was on it stands); whether it moved. One log line per change."""
+    disable while a run was on it stands); whether it moved. One log line per change, with
+    the run it serves, or `after_run`, the run it served."""
     now = timezone.now()
     rows = LabHost.objects.filter(pk=host.pk)
     if only_from:
@@ -65,6 +78,8 @@ def set_state(
     for name, value in fields.items():
         setattr(host, name, value)
     ids = {k: getattr(v, "pk", v) for k, v in fields.items()}
+    if after_run is not None:
+        ids["run"] = after_run
     log.info("labhost state", labhost=host.name, pool=host.target_id, state=state,
              reason=reason[:300], **ids)  # fmt: skip
     return True
@@ -180,7 +195,11 @@ def run_on_host(
 ) -> None:
     """Claim a host, boot `kernel` on it with the benchmark's `cmdline`, `record` the
     outcome, bring the host back. A cancel or reap while the kernel runs (on_poll raises)
-    still brings the host back."""
+    still brings the host back. A comparison the pool no longer takes (made trusted-only
+    since it was queued) takes no host."""
+    if why := pools.comparison_refusal(run.comparison):
+        record(RunOutcome(INFRA, why, "", 0.0, None))
+        return
     try:
         host, abandoned = claim(run, target, on_poll)
     except NoHost as exc:
@@ -191,7 +210,7 @@ def run_on_host(
     engine = engine_host(host)
     beat = heartbeat(LabHost, host.pk)  # while the host is held, so a silent worker's is found
     job = runner.LabJob(kernel, initrd, lab_cmdline(host, cmdline), console_log)
-    if abandoned and not _restore(host, "hung", beat):
+    if abandoned and not _restore(host, "hung", beat, run.pk):
         record(RunOutcome(INFRA, f"lab host {host.name} did not come back: "
                           f"{host.state_reason}", "", 0.0, None))  # fmt: skip
         return
@@ -200,12 +219,15 @@ def run_on_host(
         beat()
         on_poll()
 
+    def booted_as(boot_id: str) -> None:  # kept on the row: a takeover checks it too
+        LabHost.objects.filter(pk=host.pk).update(boot_id=boot_id)
+
     lab: runner.LabRun | None = None
     try:
         lab = runner.run_lab(
             engine, job, boot_timeout=settings.RCUBENCH_BOOT_TIMEOUT_SECONDS,
             run_timeout=settings.RCUBENCH_BENCH_TIMEOUT_SECONDS, on_poll=poll,
-            console_max_bytes=settings.RCUBENCH_CONSOLE_MAX_BYTES,
+            on_boot_id=booted_as, console_max_bytes=settings.RCUBENCH_CONSOLE_MAX_BYTES,
         )  # fmt: skip
         record(lab.outcome)
     finally:
@@ -213,34 +235,38 @@ def run_on_host(
         # may still run, so the host is power-cycled like a hung one.
         ending = lab.ending if lab is not None else "hung"
         started = time.monotonic()
-        returned = _restore(host, ending, beat)
+        returned = _restore(host, ending, beat, run.pk)
         phases = {k: round(v, 2) for k, v in vars(lab.phases).items()} if lab else {}
         log.info("lab run phases", run=run.pk, labhost=host.name, ending=ending,
                  returned=returned, restore=round(time.monotonic() - started, 2),
                  **phases)  # fmt: skip
 
 
-def _restore(host: LabHost, ending: str, beat: Callable[[], None]) -> bool:
-    """Bring the host back after a run; release it, or disable it with the reason. A run
-    that never reached kexec left the host as it was, unless it could not reach it. The
+def _restore(host: LabHost, ending: str, beat: Callable[[], None], run_pk: int) -> bool:
+    """Bring the host back after run `run_pk`; release it, or disable it with the reason.
+    On a trusted-only pool, a run that never reached kexec -e left the host as it was,
+    unless it could not reach it; a pool that takes untrusted kernels reprovisions and
+    power-cycles the host after every run. The host must come back in a new boot (its
+    boot id read before kexec, kept on the row, changed) on its known-good kernel. The
     host's settings are read again first: an operator's fix of its power command or boot
     timeout during the run applies to this recovery."""
     host.refresh_from_db()
     engine = engine_host(host)
-    if ending == "not-started" and answers(engine.endpoint):
+    if engine.trusted_only and ending == "not-started" and answers(engine.endpoint):
         release(host)
         return True
 
     def recovering(attempt: int, why: str) -> None:
         set_state(host, LabHost.State.RECOVERING, f"power cycle {attempt}: {why}",
-                  only_from=_HELD)  # fmt: skip
+                  only_from=_HELD, after_run=run_pk)  # fmt: skip
 
     restored = runner.restore(
-        engine, "hung" if ending == "not-started" else ending,
+        engine, "hung" if ending == "not-started" else ending, boot_id=host.boot_id,
         tries=settings.RCUBENCH_LAB_RECOVERY_TRIES, on_recovering=recovering, on_poll=beat,
     )  # fmt: skip
     if not restored.returned:
-        set_state(host, LabHost.State.DISABLED, restored.reason, run=None, only_from=_HELD)
+        set_state(host, LabHost.State.DISABLED, restored.reason, run=None, only_from=_HELD,
+                  after_run=run_pk)  # fmt: skip
         return False
     release(host)
     return True

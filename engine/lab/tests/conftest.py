@@ -1,9 +1,11 @@
-"""Fixtures of the lab runner's tests: the stand-in host and the x86_64 guest image."""
+"""Fixtures of the lab runner's tests: the fake host (no machine), the stand-in host and the
+x86_64 guest image."""
 
 from pathlib import Path
 
 import pytest
 
+from engine.lab.tests.fakehost import fake_host  # noqa: F401  (a fixture)
 from engine.lab.tests.standin import standin  # noqa: F401  (a fixture)
 from engine.vm.images import build_initramfs, busybox_for
 

@@ -5,6 +5,7 @@ switch `virsh destroy` + `virsh start`. One per test session; its known-good ker
 back on every reset, as a lab machine's firmware boots it."""
 
 import os
+import shlex
 import socket
 import subprocess
 import uuid
@@ -22,6 +23,8 @@ SCRIPT = ROOT / "vm-images" / "lab-standin.sh"
 IMAGE_DIR = Path(os.environ.get("RCUBENCH_LAB_STANDIN_DIR", "/var/lib/rcubench/lab-standin"))
 VIRSH = "virsh -q -c qemu:///system"
 POWER = f"{VIRSH} destroy -- {{name}}\n{VIRSH} start -- {{name}}"  # `--`: options end
+# Its reprovision command: powered off, and whatever a kernel wrote to its disk thrown away.
+REIMAGE = f"bash {shlex.quote(str(SCRIPT))} reimage {{name}} {shlex.quote(str(IMAGE_DIR))}"
 BOOT_TIMEOUT = 180.0  # the known-good kernel to sshd under TCG, with room for a busy host
 
 
@@ -66,3 +69,9 @@ def powered_on(host: LabHost) -> None:
 
 def with_power(host: LabHost, power_command: str, boot_timeout: float) -> LabHost:
     return replace(host, power_command=power_command, boot_timeout=boot_timeout)
+
+
+def untrusted(host: LabHost) -> LabHost:
+    """The stand-in as a host of a pool that takes untrusted kernels: re-imaged and
+    power-cycled after every run."""
+    return replace(host, trusted_only=False, reprovision_command=REIMAGE)

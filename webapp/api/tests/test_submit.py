@@ -6,7 +6,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from engine.build.tests.conftest import FIXTURES
-from webapp.comparisons.models import Comparison
+from tests.support.factories import TargetFactory
+from webapp.comparisons.models import Comparison, Target
+from webapp.lab.models import LabHost
 from webapp.routing import ADVANCE_COMPARISON
 from webapp.trees import lore
 from webapp.trees.models import PatchSeries, Revision
@@ -128,6 +130,25 @@ def test_head_ref_and_series_together_are_refused(world, client_for):
     )  # fmt: skip
     assert response.status_code == 400
     assert response.json() == {"head_ref": ["give a head ref or a patch series, not both"]}
+
+
+def test_a_lab_pool_that_runs_trusted_kernels_only_refuses_a_submitter_on_target(world, client_for):
+    """A lab host runs the kernel as root on real hardware: a trusted-only pool (the default,
+    webapp/lab/pools.py) takes the refs of the tree's admins, not a submitter's."""
+    pool = TargetFactory.create(name="lab-x86", kind=Target.Kind.LAB)
+    LabHost.objects.create(target=pool, name="h1", address="127.0.0.1", key_file="/etc/k",
+                           host_key="x", console_command="true", power_command="true")  # fmt: skip
+    before = _count()
+    request = {"tree": "rcu", "base_ref": "v6.12", "head_ref": "rcu/dev", "target": "lab-x86"}
+    response = client_for(world.alice).post("/api/v1/comparisons/", request, format="json")
+    assert response.status_code == 400, response.content
+    [message] = response.json()["target"]
+    assert message.startswith("lab pool lab-x86 runs trusted kernels only")
+    assert "its submitter is not an admin of tree rcu" in message
+    assert _count() == before
+    response = client_for(world.carol).post("/api/v1/comparisons/", request, format="json")
+    assert response.status_code == 201, response.content
+    assert Comparison.objects.get(pk=response.json()["id"]).target == pool
 
 
 def test_an_oversized_upload_is_413_with_the_limit(world, client_for, settings):

@@ -6,6 +6,7 @@ import os
 import pytest
 
 from engine.lab.runner import LabHost as EngineHost
+from engine.lab.tests.fakehost import fake_host  # noqa: F401  (a fixture)
 from engine.lab.tests.standin import standin  # noqa: F401  (a fixture)
 from webapp.comparisons.models import Target
 from webapp.lab.models import LabHost

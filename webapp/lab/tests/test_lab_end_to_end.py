@@ -2,7 +2,8 @@
 worker picks the pool up by its pattern, rcubench's kernels are copied and kexec'd, the
 benchmark read from the host's console, the host comes back on its known-good kernel for
 the next run. And the faults: a host that dies mid-run (its run is replaced, nothing lost),
-a host that never comes back (disabled with the reason; the pool then refuses work)."""
+a host that never comes back (disabled with the reason; the pool then refuses work), and a
+submitter outside the pool's trust policy (refused; the host never sees the kernel)."""
 
 import json
 import subprocess
@@ -11,14 +12,16 @@ import pytest
 from django.test import Client
 
 from conftest import BASE_TAG, DEFAULT_TREE
+from engine.build.tests.conftest import FIXTURES
 from engine.lab.ssh import answers
-from engine.lab.tests.standin import VIRSH, powered_on
+from engine.lab.tests.standin import REIMAGE, VIRSH, powered_on
+from tests.support.factories import MembershipFactory, UserFactory
 from webapp.comparisons.consoles import console_dir
 from webapp.comparisons.models import Comparison, Run
 from webapp.comparisons.serving import served_by
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
 from webapp.lab import services
-from webapp.lab.models import LabAssignment, LabHost
+from webapp.lab.models import LabAssignment, LabHost, LabPool
 from webapp.lab.tests.conftest import POOL
 from webapp.trees.services import register_local_tree
 
@@ -125,3 +128,25 @@ def test_a_host_that_never_comes_back_is_disabled_and_the_pool_refuses_work(
     finally:
         powered_on(services.engine_host(lab_host))
     celery_processes.wait_for(lambda: answers(services.engine_host(lab_host).endpoint), 180, 1.0)
+
+
+def test_a_submitter_outside_the_pools_policy_is_refused_and_the_host_never_sees_it(lab_host):
+    tree = register_local_tree(DEFAULT_TREE)
+    alice = UserFactory.create(username="alice")
+    MembershipFactory.create(tree=tree, user=alice)  # may submit to the tree, is no admin
+    request = ComparisonRequest(
+        tree=tree.name, base_ref=BASE_TAG, benchmarks=("sync-rcu-latency",), target=POOL,
+        series_mbox=(FIXTURES / "two-patches.mbox").read_bytes(),
+        trigger=Comparison.Trigger.API, submitted_by=alice.pk, min_runs=2, max_runs=2,
+    )  # fmt: skip
+    with pytest.raises(SubmissionError) as refused:
+        submit_comparison(request)
+    assert refused.value.field == "target"
+    assert refused.value.message.startswith(f"lab pool {POOL} runs trusted kernels only")
+    assert not Comparison.objects.exists()
+    lab_host.refresh_from_db()
+    assert (lab_host.state, lab_host.run_id, lab_host.boot_id) == ("available", None, "")
+    # A pool that re-images its hosts after every run takes it.
+    LabPool.objects.create(target=lab_host.target, trust=LabPool.Trust.REPROVISIONED,
+                           reprovision_command=REIMAGE)  # fmt: skip
+    assert submit_comparison(request).target == lab_host.target

@@ -1,6 +1,7 @@
 """./manage.py lab_host POOL NAME --address A --host-key "ssh-ed25519 ..." ...: add or update
-a lab host of a lab pool (creating the pool's Target if asked), then probe it over ssh.
-Idempotent, for Ansible's inventory or an operator's shell; the admin does the same."""
+a lab host of a lab pool (creating the pool's Target if asked, and setting whose kernels the
+pool takes), then probe it over ssh. Idempotent, for Ansible's inventory or an operator's
+shell; the admin does the same."""
 
 from argparse import ArgumentParser
 from typing import Any
@@ -10,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from webapp.comparisons.models import Target
-from webapp.lab.models import LabHost
+from webapp.lab.models import LabHost, LabPool
 from webapp.states import Arch
 
 _FIELDS = ("address", "port", "user", "key_file", "host_key", "hardware_class",
@@ -36,6 +37,12 @@ class Command(BaseCommand):
         parser.add_argument("--power-command", help="one command per line")
         parser.add_argument("--console-device")
         parser.add_argument("--boot-timeout-seconds", type=int)
+        parser.add_argument("--trust", choices=LabPool.Trust.values,
+                            help="whose kernels the pool takes (docs/lab.md): trusted (the "
+                            "default) or reprovisioned (any submitter's)")  # fmt: skip
+        parser.add_argument("--reprovision-command",
+                            help="the pool's, one command per line: run after every run of "
+                            "a pool that takes untrusted kernels")  # fmt: skip
         parser.add_argument("--no-probe", action="store_true", help="do not ssh to the host")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -55,6 +62,7 @@ class Command(BaseCommand):
 
     def _save(self, options: dict[str, Any]) -> LabHost:
         pool = self._pool(options["pool"], options["arch"])
+        self._policy(pool, options["trust"], options["reprovision_command"])
         host = LabHost.objects.filter(name=options["name"]).first()
         if host is not None and host.target_id != pool.pk:
             raise CommandError(f"lab host {host.name} belongs to pool {host.target}")
@@ -71,6 +79,21 @@ class Command(BaseCommand):
         host.save()
         self.stdout.write(f"{'added' if created else 'updated'} lab host {host.name} in {pool}")
         return host
+
+    def _policy(self, pool: Target, trust: str | None, reprovision: str | None) -> None:
+        policy = LabPool.objects.filter(target=pool).first() or LabPool(target=pool)
+        if not policy._state.adding and trust is None and reprovision is None:
+            return  # an existing pool keeps its policy
+        policy.trust = trust or policy.trust
+        if reprovision is not None:
+            policy.reprovision_command = reprovision
+        try:
+            policy.full_clean()
+        except ValidationError as exc:
+            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in
+                                         exc.message_dict.items())) from exc  # fmt: skip
+        policy.save()
+        self.stdout.write(f"lab pool {pool}: {policy.trust}")
 
     def _pool(self, name: str, arch: str | None) -> Target:
         pool = Target.objects.filter(name=name).first()
