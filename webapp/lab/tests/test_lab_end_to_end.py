@@ -130,7 +130,10 @@ def test_a_host_that_never_comes_back_is_disabled_and_the_pool_refuses_work(
     celery_processes.wait_for(lambda: answers(services.engine_host(lab_host).endpoint), 180, 1.0)
 
 
-def test_a_submitter_outside_the_pools_policy_is_refused_and_the_host_never_sees_it(lab_host):
+def test_a_submitter_outside_the_pools_policy_is_refused_and_the_host_never_sees_it(
+    lab_host, settings
+):
+    settings.RCUBENCH_ALLOW_FEW_RUNS = True  # 2 runs a side, as the other tests here
     tree = register_local_tree(DEFAULT_TREE)
     alice = UserFactory.create(username="alice")
     MembershipFactory.create(tree=tree, user=alice)  # may submit to the tree, is no admin
