@@ -19,11 +19,19 @@ PASSWORD = "test-Redis.pw_1"
 MACHINE_SECRETS = Path("/etc/rcubench/secrets.env")
 
 
+# What setup.sh writes into the env file: the settings of this process load that file into
+# os.environ, and given in the environment each would override the file's (so a test's env
+# file with a Redis password of its own would meet the machine's as an explicit one).
+FROM_ENV_FILE = ("DATABASE_URL", "CELERY_BROKER_URL", "RCUBENCH_TEST_BROKER_URL",
+                 "RCUBENCH_REDIS_PASSWORD", "RCUBENCH_DB_PASSWORD")  # fmt: skip
+
+
 def _setup(**env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k not in FROM_ENV_FILE}
     return subprocess.run(
         ["bash", "scripts/setup.sh"],
         cwd=ROOT,
-        env={**os.environ, **env},
+        env={**base, **env},
         capture_output=True,
         text=True,
         check=False,

@@ -117,7 +117,9 @@ def test_checkouts_set_up_at_the_same_time_agree_on_one_pair(tmp_path, machine):
         script = 'choose_passwords; echo "$PG_PASSWORD $REDIS_PASSWORD" >&2'
         procs = [subprocess.Popen(["bash", "-c", f"source scripts/setup-lib.sh; {script}"],
                                   cwd=ROOT, stderr=subprocess.PIPE, text=True, env={
-                                      **os.environ, "ENV_FILE": str(tmp_path / "none"),
+                                      **{k: v for k, v in os.environ.items()
+                                         if not k.startswith("RCUBENCH_")},
+                                      "ENV_FILE": str(tmp_path / "none"),
                                       "PYTHON": "/usr/bin/python3",
                                       "RCUBENCH_MACHINE_SECRETS": str(machine.secrets)})
                  for _ in range(4)]  # fmt: skip
