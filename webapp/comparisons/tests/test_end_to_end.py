@@ -14,12 +14,13 @@ import os
 import signal
 import subprocess
 import time
+from urllib.parse import urlsplit
 
 import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from conftest import BASE_TAG, DEFAULT_TREE
+from conftest import BASE_TAG, DEFAULT_TREE, TEST_BROKER_URL
 from webapp.comparisons.models import Comparison, Run
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
 from webapp.comparisons.tests.conftest import (
@@ -180,16 +181,22 @@ def test_a_hung_vm_is_timed_out_and_replaced(celery_processes, env):
 
 
 def _restart_redis() -> None:
+    """Redis on 127.0.0.1:6379 shut down and started again as setup.sh starts it: with the
+    machine's password (the test broker's), given on stdin, never in the process list."""
+    password = urlsplit(TEST_BROKER_URL).password or ""
+    auth = {**os.environ, "REDISCLI_AUTH": password} if password else None
     subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "shutdown", "nosave"],
-                   check=False, capture_output=True)  # fmt: skip
+                   env=auth, check=False, capture_output=True)  # fmt: skip
     subprocess.run(
-        ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379",
-         "--save", "", "--appendonly", "no", "--dir", "/var/lib/redis",
+        ["redis-server", "-", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port",
+         "6379", "--save", "", "--appendonly", "no", "--dir", "/var/lib/redis",
          "--logfile", "/var/log/redis/rcubench.log"],
-        check=True, capture_output=True,
+        input=f'requirepass "{password}"\n' if password else "", text=True, check=True,
+        capture_output=True,
     )  # fmt: skip
     for _ in range(40):
-        ping = subprocess.run(["redis-cli", "-h", "127.0.0.1", "ping"], capture_output=True)
+        ping = subprocess.run(["redis-cli", "-h", "127.0.0.1", "ping"], env=auth,
+                              capture_output=True)  # fmt: skip
         if ping.stdout.strip() == b"PONG":
             return
         time.sleep(0.25)
