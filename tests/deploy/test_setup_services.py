@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.deploy.test_setup import _redis
+
 ROOT = Path(__file__).resolve().parents[2]  # tests/deploy/ -> the repository
 PG_BIN = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin"))), Path("/usr/bin"))
 
@@ -266,13 +268,6 @@ def test_postgres_asks_the_role_for_the_machines_password(tmp_path, machine, clu
 
 
 # --- Redis --------------------------------------------------------------------------------
-
-
-def _redis(port: int, *args: str, password: str = "") -> str:
-    env = {**os.environ, "REDISCLI_AUTH": password} if password else None
-    result = subprocess.run(["redis-cli", "-p", str(port), *args], env=env,
-                            capture_output=True, text=True, check=False)  # fmt: skip
-    return result.stdout.strip()
 
 
 @pytest.fixture

@@ -46,3 +46,17 @@ def log_in(driver: webdriver.Chrome, base_url: str, username: str, password: str
     WebDriverWait(driver, 30).until(
         lambda d: "/accounts/login/" not in d.current_url, "login did not redirect"
     )
+
+
+def pick_autocomplete(driver: webdriver.Chrome, within, typed: str, choice: str) -> None:
+    """In the admin's autocomplete (select2) inside `within`: type `typed`, click `choice`."""
+    within.find_element(By.CSS_SELECTOR, ".select2-selection").click()
+    driver.find_element(By.CSS_SELECTOR, ".select2-search__field").send_keys(typed)
+    WebDriverWait(driver, 30).until(
+        lambda d: [
+            o
+            for o in d.find_elements(By.CSS_SELECTOR, ".select2-results__option")
+            if o.text == choice
+        ],
+        f"the autocomplete did not offer {choice}",
+    )[0].click()

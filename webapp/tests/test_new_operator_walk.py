@@ -17,7 +17,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from conftest import BASE_TAG
 from conftest import DEFAULT_TREE as TREE_PATH
-from tests.support.browser import log_in
+from tests.support.browser import log_in, pick_autocomplete
 from tests.support.factories import PASSWORD, UserFactory
 from webapp.alerts import services
 from webapp.alerts.models import OptOut
@@ -55,16 +55,7 @@ def _operator_makes_ada(browser, base: str) -> None:
     email = _found(browser, "#id_email", "the user's page did not open")
     email.send_keys("ada@example.org")
     row = browser.find_element(By.ID, "memberships-0")
-    row.find_element(By.CSS_SELECTOR, ".select2-selection").click()
-    browser.find_element(By.CSS_SELECTOR, ".select2-search__field").send_keys("linux-6")
-    WebDriverWait(browser, 30).until(
-        lambda d: [
-            o
-            for o in d.find_elements(By.CSS_SELECTOR, ".select2-results__option")
-            if o.text == DEFAULT_TREE
-        ],
-        "the autocomplete did not offer the default tree",
-    )[0].click()
+    pick_autocomplete(browser, row, "linux-6", DEFAULT_TREE)
     Select(row.find_element(By.CSS_SELECTOR, "select[name$='-role']")).select_by_value("submitter")
     browser.find_element(By.CSS_SELECTOR, "input[name=_continue]").click()
     saved = _found(browser, "ul.messagelist li.success", "the admin did not say it saved")
@@ -97,7 +88,8 @@ def test_a_new_operator_and_developer_in_their_first_hour(
     # The operator: an account and a role, all in the browser.
     log_in(browser, base, "admin", PASSWORD)
     _operator_makes_ada(browser, base)
-    assert TreeMembership.objects.get(user__username="ada").tree.name == DEFAULT_TREE
+    ada = TreeMembership.objects.get(tree__name=DEFAULT_TREE, role="submitter").user
+    assert ada.username == "ada"
     browser.delete_all_cookies()
 
     # The developer: logs in, asks for regression mail, submits by the form.
@@ -111,13 +103,13 @@ def test_a_new_operator_and_developer_in_their_first_hour(
         lambda d: re.search(r"/comparisons/\d+/$", d.current_url), "the form did not redirect"
     )
     c = Comparison.objects.get()
-    assert (c.trigger, c.submitted_by.username, c.min_runs) == ("web", "ada", RUNS)
+    assert (c.trigger, c.submitted_by_id, c.min_runs) == ("web", ada.pk, RUNS)
     # The live page, before any worker: it says what it is doing, in a sentence too.
     assert "rcubench is comparing" in _found(browser, "#verdict-sentence", "no sentence").text
 
     # A worker takes it (the session's kernels, found by key) and mails through loopback SMTP.
     celery_processes.start_worker(
-        **env, EMAIL_HOST="127.0.0.1", EMAIL_PORT=str(smtp.port),  # type: ignore[attr-defined]
+        **env, EMAIL_HOST="127.0.0.1", EMAIL_PORT=str(smtp.port),
         RCUBENCH_PUBLIC_URL=base,
     )  # fmt: skip
     celery_processes.until_done(c)

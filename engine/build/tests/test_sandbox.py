@@ -98,7 +98,8 @@ def test_a_makefile_cannot_open_a_network_connection(tree):
     status, log = _make(tree, "network", sandboxed=True)
     assert status != 0
     assert "Connection refused" in log, log
-    assert "+PONG" not in log and "-NOAU" not in log
+    assert "+PONG" not in log
+    assert "-NOAU" not in log
 
 
 def test_a_makefile_cannot_read_host_files_outside_its_tree(tree):

@@ -7,7 +7,7 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from tests.support.browser import log_in
+from tests.support.browser import log_in, pick_autocomplete
 from tests.support.factories import PASSWORD, UserFactory
 from webapp.trees.models import TreeMembership
 from webapp.trees.services import DEFAULT_TREE, default_tree
@@ -31,16 +31,7 @@ def test_the_operator_grants_a_role_on_the_default_tree(browser, live_server, tm
 
     browser.get(f"{live_server.url}/admin/auth/user/{ada.pk}/change/")
     row = browser.find_element(By.ID, "memberships-0")
-    row.find_element(By.CSS_SELECTOR, ".select2-selection").click()
-    browser.find_element(By.CSS_SELECTOR, ".select2-search__field").send_keys("linux-6")
-    WebDriverWait(browser, 30).until(
-        lambda d: [
-            o
-            for o in d.find_elements(By.CSS_SELECTOR, ".select2-results__option")
-            if o.text == DEFAULT_TREE
-        ],
-        "the autocomplete did not offer the default tree",
-    )[0].click()
+    pick_autocomplete(browser, row, "linux-6", DEFAULT_TREE)
     Select(row.find_element(By.CSS_SELECTOR, "select[name$='-role']")).select_by_value("admin")
     browser.find_element(By.CSS_SELECTOR, "input[name=_continue]").click()
     assert "was changed successfully" in _saved(browser)
