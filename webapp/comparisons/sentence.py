@@ -31,7 +31,9 @@ def verdict_sentence(h: Header, rows: Sequence[VerdictRow], kind: str = "") -> s
         return (f"rcubench is comparing kernel B ({kernel_line(b)}) with kernel A "
                 f"({kernel_line(a)}) {where}; it is {h.state}, and its verdict comes when "
                 f"it is done.")  # fmt: skip
-    if kind == RELIABILITY:
+    # The mail asks for its alert kind, "regression" for a reliability regression too:
+    # the comparison's own verdict says which regression it is.
+    if RELIABILITY in (kind, h.verdict):
         lead = (
             f"rcubench found a reliability regression: kernel B ({kernel_line(b)}) failed "
             f"significantly more often than kernel A ({kernel_line(a)}) {where}."

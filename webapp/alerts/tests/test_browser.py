@@ -6,6 +6,7 @@ mail table (skipped, and why), and undoes it there."""
 import re
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -23,10 +24,18 @@ def _mail_all(comparison_id: int) -> list[str]:
 
 
 def _text(driver, css: str) -> str:
-    found = WebDriverWait(driver, 30).until(
-        lambda d: d.find_elements(By.CSS_SELECTOR, css), f"nothing matches {css}"
+    """The text of the first element matching `css`, once there is one: found and read in
+    one step, again if a page load replaced the element in between."""
+    return WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: [e.text for e in d.find_elements(By.CSS_SELECTOR, css)], f"nothing matches {css}"
+    )[0]
+
+
+def _page_says(driver, text: str) -> None:
+    """Wait until the page that a click loads says `text` (the old page's body would not)."""
+    WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: text in d.find_element(By.TAG_NAME, "body").text, f"the page never said {text!r}"
     )
-    return found[0].text
 
 
 def test_unsubscribe_by_the_mails_link_see_it_and_subscribe_again(
@@ -48,7 +57,7 @@ def test_unsubscribe_by_the_mails_link_see_it_and_subscribe_again(
     browser.get(link.group(1))
     assert not OptOut.objects.exists()
     browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
-    assert "ada@example.org gets no more rcubench alert mail" in _text(browser, "body")
+    _page_says(browser, "ada@example.org gets no more rcubench alert mail")
     assert services.opted_out("ada@example.org")
 
     # The next regression: ada is recorded as skipped, and nothing is sent to her.

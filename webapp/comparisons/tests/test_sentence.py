@@ -117,3 +117,11 @@ def test_each_row_says_what_its_values_and_its_shift_are():
         ("slab_kb_peak_d0", "value"): ("median of per-run values",
                                        "HL shift of per-run values, B - A"),
     }  # fmt: skip
+
+
+def test_a_reliability_regression_is_said_as_one_also_when_mailed_as_a_regression():
+    # The mail passes its alert kind ("regression"); the sentence follows the verdict.
+    c = _comparison("reliability-regression")
+    _primary(c, "no-meaningful-change", 0.4, (-0.9, 1.6))
+    for kind in ("", "regression"):
+        assert _sentence(c, kind).startswith("rcubench found a reliability regression: kernel B")
