@@ -39,6 +39,13 @@ def test_the_operator_grants_a_role_on_the_default_tree(browser, live_server, tm
 
     # The tree's page shows the role and saves as it is, with the dot in its name.
     browser.get(f"{live_server.url}/admin/trees/tree/{tree.pk}/change/")
+    # Only fields that do something (issue 31, item 2): webhook secrets are set with
+    # `manage.py webhook_secret`, the baseline by the watch policy.
+    fields = {
+        e.get_attribute("name") for e in browser.find_elements(By.CSS_SELECTOR, "#tree_form [name]")
+    }
+    assert {"name", "url", "description", "public"} <= fields
+    assert not fields & {"webhook_secret", "baseline_policy", "baseline_ref"}
     role = Select(browser.find_element(By.ID, "id_memberships-0-role"))
     assert role.first_selected_option.get_attribute("value") == "admin"
     browser.find_element(By.CSS_SELECTOR, "input[name=_continue]").click()
