@@ -315,20 +315,22 @@ class VerdictRow:
     def levels_label(self) -> str:
         """What the A and B columns hold: the median over runs of each run's value, or
         for tails the quantile of all samples pooled."""
-        stat = self.verdict.statistic
         if self.pooled:
-            return f"{stat} of all samples pooled"
-        return "median of per-run values" if stat == "value" else f"median of per-run {stat}s"
+            return f"{self.verdict.statistic} of all samples pooled"
+        return f"median of {self._per_run}"
 
     @property
     def shift_label(self) -> str:
         """What the shift is a shift of (STATS.md: the Hodges-Lehmann shift of the
         run-level values, % from logs or B - A for memory; tails: the pooled ratio)."""
-        stat = self.verdict.statistic
         if self.pooled:
-            return f"pooled {stat} ratio B/A - 1"
-        of = "per-run values" if stat == "value" else f"per-run {stat}s"
-        return f"HL shift of {of}" + ("" if self.relative else ", B - A")
+            return f"pooled {self.verdict.statistic} ratio B/A - 1"
+        return f"HL shift of {self._per_run}" + ("" if self.relative else ", B - A")
+
+    @property
+    def _per_run(self) -> str:
+        """The run-level values the row compares: "per-run values", "per-run p90s"."""
+        return f"per-run {self.verdict.statistic}s"  # "value" too: per-run values
 
     @property
     def decided(self) -> bool:

@@ -146,12 +146,15 @@ class Live:
         return tuple((k.side, k.build_status) for k in self.kernels)
 
 
-def live_state(c: Comparison) -> Live:
+def live_state(c: Comparison, h: Header | None = None) -> Live:
+    """The live part; from the page's own header `h` when it has one, so the page's kernels
+    table and its live part are one set of KernelFacts, read once."""
     return Live(
         id=c.pk, state=c.state, result=c.result, verdict=c.verdict,
         benchmarks=list(c.benchmarks), target=c.target.name,
-        done=c.state == ComparisonState.DONE, kernels=kernels(c),
-        runs=run_counts(c), progress=progress(c),
+        done=c.state == ComparisonState.DONE,
+        kernels=h.kernels if h is not None else kernels(c),
+        runs=h.runs if h is not None else run_counts(c), progress=progress(c),
     )  # fmt: skip
 
 
@@ -208,9 +211,10 @@ def comparison_page(user: AnyUser, pk: int) -> ComparisonPage:
     if c.state == ComparisonState.DONE:
         return ComparisonPage(id=c.pk, done=True, body=done_report_html(c), alerts=alerts)
     full = report_queryset().get(pk=c.pk)
+    report = comparison_report(full)
     return ComparisonPage(
-        id=c.pk, done=False, body=None, report=comparison_report(full),
-        live=live_state(full), can_cancel=access.can_cancel(user, full), alerts=alerts,
+        id=c.pk, done=False, body=None, report=report, live=live_state(full, report.header),
+        can_cancel=access.can_cancel(user, full), alerts=alerts,
     )  # fmt: skip
 
 
