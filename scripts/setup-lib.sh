@@ -35,7 +35,7 @@ env_set() { kv_set "$ENV_FILE" "$1" "$2"; }
 # Passwords go into URLs (DATABASE_URL, CELERY_BROKER_URL) and SQL string literals: URL
 # unreserved characters only.
 url_safe() { [[ "$1" =~ ^[A-Za-z0-9._~-]+$ ]]; }
-new_secret() { "$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(24))'; }
+new_secret() { "$PYTHON" -c "import secrets; print(secrets.token_urlsafe(${1:-24}))"; }  # [BYTES]
 
 # --- The machine's passwords ---------------------------------------------------------------
 # Every checkout on a machine (developers' worktrees, CI's fresh clone running `make test`)

@@ -352,7 +352,7 @@ elif [ "$(as_root stat -c %G:%a "$ENV_FILE")" != "$WEB_USER:640" ]; then
   did "restrict $ENV_FILE to its owner and group $WEB_USER (0640)"
 fi
 if [ -z "$(env_get DJANGO_SECRET_KEY)" ]; then
-  env_set DJANGO_SECRET_KEY "$("$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(50))')"
+  env_set DJANGO_SECRET_KEY "$(new_secret 50)"
   did "write a random DJANGO_SECRET_KEY into $ENV_FILE"
 fi
 if [ -z "$(env_get DJANGO_HTTPS)" ]; then
