@@ -249,12 +249,14 @@ def dispersion_of_comparison(
     comparison: Comparison, benchmark: str, metric: str | None = None
 ) -> JiffyDispersion:
     """D from the counted boots of both sides of an A/A comparison (one kernel on both:
-    the same commit, arch and config), stored for the build."""
+    the same commit, arch, config and extra command line), stored for the build."""
     name = _jiffy_metric(benchmark, metric)
     a, b = comparison.build_a, comparison.build_b
-    if a is None or b is None or (a.sha, a.arch, a.config_hash) != (b.sha, b.arch, b.config_hash):
+    same = (a is not None and b is not None and comparison.cmdline_a == comparison.cmdline_b
+            and (a.sha, a.arch, a.config_hash) == (b.sha, b.arch, b.config_hash))  # fmt: skip
+    if not same or a is None:
         raise NotJiffies(f"comparison {comparison.pk} is not an A/A comparison: its two "
-                         "kernels differ (commit, arch or config)")  # fmt: skip
+                         "kernels differ (commit, arch, config or command line)")  # fmt: skip
     runs = counted_runs(comparison).filter(benchmark=benchmark)
     return _store_dispersion(a, benchmark, name, f"comparison {comparison.pk}", runs)
 

@@ -109,6 +109,12 @@ def test_calibrate_refuses_d_of_two_kernels_or_of_a_metric_not_in_jiffies():
     c = _comparison(BuildFactory.create(), BuildFactory.create(), 2, _resampled(rng))
     with pytest.raises(CommandError, match="is not an A/A comparison"):
         call_command("calibrate", comparison=c.pk, benchmark="sync-rcu-latency")
+    build = BuildFactory.create()
+    same_kernel = _comparison(build, build, 2, _resampled(rng))
+    same_kernel.cmdline_b = "rcutree.jiffies_till_first_fqs=3"
+    same_kernel.save()
+    with pytest.raises(CommandError, match=r"differ \(commit, arch, config or command line"):
+        call_command("calibrate", comparison=same_kernel.pk, benchmark="sync-rcu-latency")
     with pytest.raises(CommandError, match="gps is not measured in jiffies"):
         call_command("calibrate", comparison=c.pk, benchmark="sync-rcu-latency", metric="gps")
     with pytest.raises(CommandError, match="no comparison with id 999999"):
