@@ -55,6 +55,12 @@ class Metric:
     primary: bool = False
     threshold: float | None = None  # practical threshold: % for times, absolute for memory
     threshold_is_absolute: bool = False
+    # Samples are durations that come in whole jiffies (plus a small offset): a grace
+    # period ends on a tick. Such a metric is also tested on its tail share and capped
+    # mean in jiffies (stats/jiffies.py), with HZ from the built kernel's config.
+    jiffies: bool = False
+    # The tail share is a co-primary of this (primary) metric: Holm over it and the p50.
+    tail_share_primary: bool = False
 
     def __post_init__(self) -> None:
         # An absolute threshold has no default (a % does: the design's 2%): never 0 by omission.
@@ -152,6 +158,11 @@ def spec_errors(spec: BenchmarkSpec) -> list[str]:
             errors.append(f"metric {m.name!r} has no unit")
         if m.threshold is not None and m.threshold < 0:
             errors.append(f"metric {m.name!r} has a negative threshold")
+        if m.jiffies and (m.kind is not Kind.SAMPLES or m.unit != "ms"):
+            errors.append(f"metric {m.name!r}: only a latency in ms comes in jiffies")
+        if m.tail_share_primary and not (m.jiffies and m.primary):
+            errors.append(f"metric {m.name!r}: a co-primary tail share needs a primary "
+                          "metric in jiffies")  # fmt: skip
     unknown = set(spec.archs) - {"x86_64", "ppc64le"}
     if unknown:
         errors.append(f"unknown archs: {sorted(unknown)}")

@@ -1,4 +1,5 @@
-"""Seeded simulations of the statistics engine against every target of STATS.md's Spec (v2).
+"""Seeded simulations of the statistics engine against every target of STATS.md's Spec (v2),
+and v3's jiffy targets (perf/jiffy_simulation.py).
 
 Through the engine's own functions: stats.battery.analyse for the whole sequential
 procedure (looks at 24/48/72/96, more runs while it asks for them) and the 20-metric family,
@@ -49,6 +50,7 @@ from scipy import stats as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from perf.jiffy_simulation import jiffy_targets
 from stats import defaults, methods, tails
 from stats import verdicts as E
 from stats.battery import analyse
@@ -412,6 +414,7 @@ TARGETS = (
     Target("modality-bimodal", modality(bimodal),
            (Check("multimodality warning on the bimodal case (30% of runs 8% slower), "
                   "24 runs", 0, lo=80.0),), PRECISE_SIMS, f"{MODALITY}:multimodality"),
+    *jiffy_targets(Target, Check, _rng, PRECISE_SIMS),  # v3: grace periods in jiffies
 )  # fmt: skip
 
 
@@ -444,7 +447,7 @@ def estimate(column: np.ndarray, unit: str) -> tuple[float, float]:
 def report(check: Check, column: np.ndarray, took: float) -> str:
     """Print the check's line; its status, "" for a reference line."""
     value, se = estimate(column, check.unit)
-    unit = "%" if check.unit == "%" else " runs"
+    unit = "%" if check.unit == "%" else f" {check.unit}"
     reference = check.lo is None and check.hi is None
     if reference:
         status, target = "", "no target"

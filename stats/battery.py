@@ -43,8 +43,10 @@ from stats.inputs import (
     BenchmarkFailures,
     MetricInput,
     contention,
+    primary_statistics,
     run_level_statistics,
-    run_values,
+    side_values,
+    statistic_input,
     tails_of,
 )
 from stats.modality import multimodality
@@ -77,7 +79,8 @@ def metric_results(
         raise TooFewRuns(f"{m.benchmark}/{m.name}: fewer than 2 runs on a side")
     resolve = resolve or Resolve.of([m], design, look)
     statistics = run_level_statistics(m)
-    out = [_run_level(m, s, s == statistics[0] and m.primary, design, look, resolve,
+    primaries = primary_statistics(m)
+    out = [_run_level(m, s, s in primaries, design, look, resolve,
                       modality=s == statistics[0]) for s in statistics]  # fmt: skip
     out += [_tail(m, s, q, design, look, resolve) for s, q in tails_of(m).items()]
     return out
@@ -108,8 +111,8 @@ def _run_level(
     """A run-level statistic's battery; `modality`: test each side for several modes (on
     one statistic per metric: one warning, not three, for one metric's runs)."""
     what = f"{m.benchmark}/{m.name}"
-    a = run_values(m.runs_a, statistic, f"{what} side A")
-    b = run_values(m.runs_b, statistic, f"{what} side B")
+    a, b = side_values(m, statistic, what)
+    m = statistic_input(m, statistic)  # its unit and threshold (a tail share's: points)
     rng = _rng(design, m.benchmark, m.name, statistic)
     threshold, relative = _threshold(m, design)
     warnings: list[str] = []

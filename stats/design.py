@@ -23,7 +23,13 @@ from functools import cached_property
 
 from stats import defaults, sequential
 from stats.defaults import MIN_RUNS
-from stats.inputs import BenchmarkFailures, MetricInput, run_level_statistics, tails_of
+from stats.inputs import (
+    BenchmarkFailures,
+    MetricInput,
+    primary_statistics,
+    run_level_statistics,
+    tails_of,
+)
 from stats.verdicts import (
     RELIABILITY,
     SEVERITY,
@@ -117,7 +123,7 @@ class Resolve:
 
     @classmethod
     def of(cls, metrics: Sequence["MetricInput"], design: Design, look: int) -> "Resolve":
-        primaries = max(sum(m.primary for m in metrics), 1)
+        primaries = max(sum(len(primary_statistics(m)) for m in metrics), 1)
         per_metric = [len(run_level_statistics(m)) + len(tails_of(m)) for m in metrics]
         secondaries = max(sum(per_metric) - primaries, 1)
         return cls(design.alpha_at(look, design.primary_alpha / primaries),

@@ -4,17 +4,32 @@ rcuscale's writer kthread calls synchronize_rcu() (synchronize_rcu_expedited() w
 gp_exp=1) in a loop once the system is running, records each call's duration, prints them
 all at cleanup ("writer-duration" lines, ns) and powers the machine off (shutdown=1). The
 guest's init has nothing to do; the parser reads the kernel's own lines.
+
+A normal grace period ends on a tick: the grace-period kthread waits in jiffies between
+force-quiescent-state scans, and idle CPUs are only seen quiescent at a scan. So
+writer_duration comes in whole jiffies plus ~0.02 ms (fixtures: 84-92% of a boot's GPs
+within 0.1 ms of a whole jiffy on x86_64 and ppc64le, most at 6), and a patch that ends some
+of them a jiffy sooner moves the share above the modal count: its tail share is a
+co-primary (../shared/STATS.md v3). Expedited grace periods are driven by IPIs, not ticks,
+and last well under a jiffy: no jiffy statistics for them.
 """
 
 from benchmarks.spec import BenchmarkSpec, Better, Kind, Metric
 
 _KCONFIG = ("CONFIG_RCU_SCALE_TEST=y",)
 _CMDLINE = "rcuscale.shutdown=1 rcuscale.holdoff=1 rcuscale.nwriters=1 rcuscale.nreaders=0"
-_METRICS = (
-    Metric("writer_duration", "ms", Better.LOWER, Kind.SAMPLES, primary=True, threshold=2.0),
+_COUNTS = (
     Metric("test_duration", "ms", Better.LOWER, Kind.VALUE),
     Metric("gps", "count", Better.HIGHER, Kind.VALUE),
     Metric("batches", "count", Better.LOWER, Kind.VALUE),
+)
+# Normal grace periods: whole jiffies, the tail share a co-primary.
+WRITER_DURATION = Metric("writer_duration", "ms", Better.LOWER, Kind.SAMPLES, primary=True,
+                         threshold=2.0, jiffies=True, tail_share_primary=True)  # fmt: skip
+_METRICS = (WRITER_DURATION, *_COUNTS)
+_EXPEDITED_METRICS = (
+    Metric("writer_duration", "ms", Better.LOWER, Kind.SAMPLES, primary=True, threshold=2.0),
+    *_COUNTS,
 )
 
 SPEC = BenchmarkSpec(
@@ -32,5 +47,5 @@ EXPEDITED = BenchmarkSpec(
     kconfig=_KCONFIG,
     cmdline=f"{_CMDLINE} rcuscale.gp_exp=1",
     guest_command="",
-    metrics=_METRICS,
+    metrics=_EXPEDITED_METRICS,
 )

@@ -1,3 +1,7 @@
+import json
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 from benchmarks import spec
@@ -127,3 +131,44 @@ def test_the_spec_module_imports_only_the_standard_library():
                 for alias in node.names}  # fmt: skip
     imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert {m.split(".")[0] for m in imported} <= sys.stdlib_module_names
+
+
+def _within_a_tenth_of_a_jiffy(path) -> float:
+    """The share of a captured boot's writer durations within 0.1 ms of a whole jiffy (HZ
+    1000): 0.2 for a quantity with no jiffy structure."""
+    w = np.array(json.loads(path.read_text())["metrics"]["writer_duration"])
+    return float(np.mean(np.abs(w - np.rint(w)) < 0.1))
+
+
+def test_metrics_in_jiffies_are_the_normal_grace_periods_the_captured_boots_show_quantised():
+    root = Path(__file__).resolve().parents[1]
+    declared = {name: [m.name for m in b.spec.metrics if m.jiffies]
+                for name, b in BENCHMARKS.items()}  # fmt: skip
+    assert declared["sync-rcu-latency"] == ["writer_duration"]
+    assert declared["sync-rcu-latency-exp-load"] == ["writer_duration"]
+    assert declared["sync-rcu-latency-exp"] == []  # expedited: IPIs, well under a jiffy
+    assert {n for n, ms in declared.items() if ms} == {
+        "sync-rcu-latency",
+        "sync-rcu-latency-exp-load",
+    }
+    co = {n: [m.name for m in b.spec.metrics if m.tail_share_primary]
+          for n, b in BENCHMARKS.items()}  # fmt: skip
+    assert co["sync-rcu-latency"] == ["writer_duration"]
+    assert not co["sync-rcu-latency-exp-load"]
+    for path in (root / "sync_rcu_latency/fixtures").glob("*-tcg.expected.json"):
+        assert _within_a_tenth_of_a_jiffy(path) > 0.8, path.name
+    for path in (root / "sync_rcu_latency_exp_load/fixtures").glob("*-tcg.expected.json"):
+        assert _within_a_tenth_of_a_jiffy(path) > 0.35, path.name
+    for path in (root / "sync_rcu_latency/fixtures").glob("*-exp.expected.json"):
+        w = json.loads(path.read_text())["metrics"]["writer_duration"]
+        assert np.median(w) < 0.5, path.name  # rounds to 0 jiffies: nothing to count
+
+
+def test_only_a_latency_in_ms_comes_in_jiffies_and_only_a_primary_one_has_a_co_primary():
+    with pytest.raises(ValueError, match="only a latency in ms comes in jiffies"):
+        _spec(metrics=(Metric("w", "count", Better.LOWER, Kind.VALUE, primary=True,
+                              jiffies=True),))  # fmt: skip
+    with pytest.raises(ValueError, match="co-primary tail share needs a primary metric"):
+        _spec(metrics=(Metric("w", "ms", Better.LOWER, Kind.SAMPLES, primary=True),
+                       Metric("v", "ms", Better.LOWER, Kind.SAMPLES, jiffies=True,
+                              tail_share_primary=True)))  # fmt: skip

@@ -19,6 +19,7 @@ _SET = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
 _UNSET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
 
 FRAGMENT_NAME = "rcubench.fragment"
+_HZ_CHOICE = re.compile(r"^CONFIG_HZ_[1-9][0-9]*$")
 MAX_CONFIG_BYTES = 16 * 2**20  # a real .config is ~100 KB
 
 
@@ -58,6 +59,16 @@ def parse(text: str) -> dict[str, str]:
             shown = raw if len(raw) <= 80 else f"{raw[:80]}..."
             raise ConfigError(f"line {number}: {shown!r} is not CONFIG_X=value")
     return options
+
+
+def hz(options: dict[str, str]) -> int | None:
+    """The tick rate a config sets (CONFIG_HZ, else the CONFIG_HZ_<n>=y choice); None when
+    it sets neither: a jiffy's length is then unknown."""
+    value = options.get("CONFIG_HZ", "")
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    chosen = [k for k, v in options.items() if v == "y" and _HZ_CHOICE.match(k)]
+    return int(chosen[-1].removeprefix("CONFIG_HZ_")) if chosen else None
 
 
 def merge(arch: ArchProfile, fragments: Iterable[str]) -> str:

@@ -58,3 +58,33 @@ class MetricVerdict(models.Model):
 
     def __str__(self) -> str:
         return f"{self.benchmark}/{self.metric}[{self.statistic}]: {self.verdict}"
+
+
+class JiffyDispersion(models.Model):
+    """The dispersion index D of a jiffy-quantised metric from A/A boots of one build
+    (stats/jiffies.py, STATS.md v3 "Measure the boot effect first"): D ~ 1 is binomial
+    sampling, D >> 1 a boot-level effect. Written by `calibrate`, shown in the reports of
+    comparisons that use the build."""
+
+    build = models.ForeignKey(
+        "trees.Build", on_delete=models.CASCADE, related_name="jiffy_dispersions"
+    )
+    benchmark = models.CharField(max_length=64)
+    metric = models.CharField(max_length=64)
+    source = models.CharField(
+        max_length=64, help_text="Whose boots: the build's runs, or an A/A comparison's."
+    )
+    hz = models.PositiveIntegerField()
+    boots = models.PositiveIntegerField()
+    samples = models.PositiveIntegerField()
+    mode = models.IntegerField(help_text="Modal jiffy count of every sample.")
+    share_above = models.FloatField(help_text="Share of samples above the mode (p).")
+    index = models.FloatField(null=True, blank=True, help_text="D = var(X_i) / (n p (1 - p)).")
+    p_value = models.FloatField(null=True, blank=True, help_text="Chi-square test of D = 1.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.benchmark}/{self.metric} of build {self.build_id}: D {self.index}"

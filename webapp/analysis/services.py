@@ -6,21 +6,26 @@ from collections.abc import Iterable
 import numpy as np
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from benchmarks.registry import get as get_benchmark
 from benchmarks.spec import Better, Kind
-from stats import calibration, methods, verdicts
+from engine.build import kconfig
+from engine.build.arch import profile
+from stats import calibration, jiffies, methods, verdicts
 from stats.battery import analyse
 from stats.design import Design
 from stats.inputs import BenchmarkFailures, MetricInput, RunSamples, run_values
-from webapp.analysis.models import MetricVerdict
+from webapp import logs
+from webapp.analysis.models import JiffyDispersion, MetricVerdict
 from webapp.comparisons.models import Comparison, Measurement, Run
 from webapp.states import Result, State
 from webapp.trees.models import Build
 
+log = logs.get(__name__)
 
-def counted_runs(comparison: Comparison) -> "Iterable[Run]":
+
+def counted_runs(comparison: Comparison) -> "QuerySet[Run]":
     """Runs that are data: finished ok. Failed, lost and infrastructure-failed runs never are."""
     return comparison.runs.filter(state=State.DONE, result=Result.OK)
 
@@ -44,6 +49,24 @@ def failure_counts(comparison: Comparison) -> list[BenchmarkFailures]:
     ]
 
 
+def build_hz(build: Build | None) -> int | None:
+    """The tick rate the build's kernel runs at: from its arch base config and the
+    benchmarks' Kconfig lines, as requested. The config step refuses a build where a
+    requested option did not survive olddefconfig (CONFIG_DROPPED), so the request is
+    what the kernel has. None: no build, or a config that names no HZ."""
+    if build is None:
+        return None
+    merged = kconfig.merge(profile(build.arch), build.kconfig.splitlines())
+    return kconfig.hz(kconfig.parse(merged))
+
+
+def comparison_jiffy_ms(comparison: Comparison) -> float | None:
+    """A jiffy's length in ms for both sides' kernels; None unless both HZ are known and
+    equal (whole jiffies of two tick rates do not compare)."""
+    hz_a, hz_b = build_hz(comparison.build_a), build_hz(comparison.build_b)
+    return jiffies.jiffy_ms(hz_a) if hz_a is not None and hz_a == hz_b else None
+
+
 def metric_inputs(comparison: Comparison) -> list[MetricInput]:
     """The engine's input for every metric of every benchmark of the comparison."""
     samples: dict[tuple[str, str, str], list[RunSamples]] = defaultdict(list)
@@ -52,6 +75,7 @@ def metric_inputs(comparison: Comparison) -> list[MetricInput]:
         key = (m.benchmark, m.metric, m.run.side)
         samples[key].append(RunSamples(m.run.order, tuple(m.samples), m.run.contended))
     inputs = []
+    jiffy = comparison_jiffy_ms(comparison)
     for name in comparison.benchmarks:
         spec = get_benchmark(name).spec
         for metric in spec.metrics:
@@ -70,6 +94,8 @@ def metric_inputs(comparison: Comparison) -> list[MetricInput]:
                     runs_b=runs_b,
                     threshold=metric.threshold,
                     threshold_is_absolute=metric.threshold_is_absolute,
+                    jiffy_ms=jiffy if metric.jiffies else None,
+                    tail_share_primary=metric.tail_share_primary,
                 )
             )
     return inputs
@@ -170,6 +196,78 @@ def _jsonable(value: object) -> object:
     return value
 
 
+def _build_runs(build: Build, benchmark: str) -> "Iterable[Run]":
+    """The build's ok runs of a benchmark, on whichever side it was, in finishing order."""
+    return Run.objects.filter(
+        Q(comparison__build_a=build, side=Run.Side.A) | Q(comparison__build_b=build,
+                                                          side=Run.Side.B),
+        benchmark=benchmark, state=State.DONE, result=Result.OK,
+    ).order_by("finished_at", "pk")  # fmt: skip
+
+
+class NotJiffies(ValueError):
+    """A dispersion index asked of a metric not in jiffies, or of a build whose HZ is
+    unknown, or of a comparison whose two kernels are not one (not an A/A)."""
+
+
+def _jiffy_metric(benchmark: str, metric: str | None) -> str:
+    spec = get_benchmark(benchmark).spec
+    chosen = spec.metric(metric) if metric else spec.primary
+    if not chosen.jiffies:
+        raise NotJiffies(f"{benchmark}/{chosen.name} is not measured in jiffies")
+    return chosen.name
+
+
+def _store_dispersion(
+    build: Build, benchmark: str, metric: str, source: str, runs: "Iterable[Run]"
+) -> JiffyDispersion:
+    hz = build_hz(build)
+    if hz is None:
+        raise NotJiffies(f"build {build.pk}: its config names no HZ")
+    jiffy = jiffies.jiffy_ms(hz)
+    rows = Measurement.objects.filter(run__in=runs, metric=metric).order_by("run__order")
+    boots = [jiffies.quantise(methods.as_values(m.samples, f"run {m.run_id}"), jiffy)
+             for m in rows]  # fmt: skip
+    d = jiffies.dispersion(boots)
+    row = JiffyDispersion.objects.create(
+        build=build, benchmark=benchmark, metric=metric, source=source, hz=hz, boots=d.boots,
+        samples=d.samples, mode=d.mode, share_above=d.share_above, index=d.index,
+        p_value=d.p_value,
+    )  # fmt: skip
+    log.info("jiffy dispersion stored", build=build.pk, benchmark=benchmark, metric=metric,
+             source=source, boots=d.boots, index=d.index)  # fmt: skip
+    return row
+
+
+def dispersion_of_build(build: Build, benchmark: str, metric: str | None = None) -> JiffyDispersion:
+    """D from every stored ok boot of one build (STATS.md v3), stored for its reports."""
+    name = _jiffy_metric(benchmark, metric)
+    return _store_dispersion(build, benchmark, name, "build runs", _build_runs(build, benchmark))
+
+
+def dispersion_of_comparison(
+    comparison: Comparison, benchmark: str, metric: str | None = None
+) -> JiffyDispersion:
+    """D from the counted boots of both sides of an A/A comparison (one kernel on both:
+    the same commit, arch, config and extra command line), stored for the build."""
+    name = _jiffy_metric(benchmark, metric)
+    a, b = comparison.build_a, comparison.build_b
+    same = (a is not None and b is not None and comparison.cmdline_a == comparison.cmdline_b
+            and (a.sha, a.arch, a.config_hash) == (b.sha, b.arch, b.config_hash))  # fmt: skip
+    if not same or a is None:
+        raise NotJiffies(f"comparison {comparison.pk} is not an A/A comparison: its two "
+                         "kernels differ (commit, arch, config or command line)")  # fmt: skip
+    runs = counted_runs(comparison).filter(benchmark=benchmark)
+    return _store_dispersion(a, benchmark, name, f"comparison {comparison.pk}", runs)
+
+
+def latest_dispersion(build: Build | None, benchmark: str, metric: str) -> JiffyDispersion | None:
+    """The last D stored for a build's metric, for its reports."""
+    if build is None:
+        return None
+    return build.jiffy_dispersions.filter(benchmark=benchmark, metric=metric).first()
+
+
 def calibrate_build(
     build: Build, benchmark: str, metric: str | None = None, *, block: int = 4,
     splits: int = 1000, seed: int = 0,
@@ -178,11 +276,7 @@ def calibrate_build(
     spec = get_benchmark(benchmark).spec
     chosen = spec.metric(metric) if metric else spec.primary
     statistic = "p50" if chosen.kind is Kind.SAMPLES else "value"
-    runs = Run.objects.filter(
-        Q(comparison__build_a=build, side=Run.Side.A) | Q(comparison__build_b=build,
-                                                          side=Run.Side.B),
-        benchmark=benchmark, state=State.DONE, result=Result.OK,
-    ).order_by("finished_at", "pk")  # fmt: skip
+    runs = _build_runs(build, benchmark)
     rows = {
         m.run_id: RunSamples(m.run.order, tuple(m.samples))
         for m in Measurement.objects.filter(run__in=runs, metric=chosen.name).select_related("run")

@@ -16,6 +16,7 @@ from webapp.comparisons.models import Comparison, ComparisonState, Measurement
 from webapp.comparisons.summary import spec_for
 from webapp.plotly import PLOTLY_VERSION, figure_html
 from webapp.reports import figures
+from webapp.reports.jiffy_figures import jiffy_figures
 
 log = logs.get(__name__)
 
@@ -66,7 +67,7 @@ def figure_sections(c: Comparison) -> list[BenchmarkFigures]:
                 benchmark=bench,
                 description=spec.description if spec else "",
                 overview=_overview(spec, {m: data[bench, m] for m in present}),
-                metrics=[_metric_figures(bench, m, data[bench, m], spec)
+                metrics=[_metric_figures(bench, m, data[bench, m], spec, c)
                          for m in _metric_order(present, spec)],
             )
         )  # fmt: skip
@@ -82,7 +83,7 @@ def _metric_order(present: list[str], spec: BenchmarkSpec | None) -> list[str]:
 
 
 def _metric_figures(
-    bench: str, metric: str, d: _MetricData, spec: BenchmarkSpec | None
+    bench: str, metric: str, d: _MetricData, spec: BenchmarkSpec | None, c: Comparison
 ) -> MetricFigures:
     known = {m.name: m for m in spec.metrics} if spec else {}
     kind = known[metric].kind if metric in known else None
@@ -107,7 +108,10 @@ def _metric_figures(
     ]
     if latency:
         figs.append(figures.log_histogram(f"{name}: histogram", d.unit, pooled))
-    return MetricFigures(bench, metric, d.unit, primary, [figure_html(f) for f in figs])
+    drawn = [figure_html(f) for f in figs]
+    if metric in known and known[metric].jiffies:
+        drawn += jiffy_figures(c, bench, metric, d.runs)
+    return MetricFigures(bench, metric, d.unit, primary, drawn)
 
 
 def _overview(spec: BenchmarkSpec | None, metrics: dict[str, _MetricData]) -> list[SafeString]:
@@ -131,7 +135,7 @@ def _overview(spec: BenchmarkSpec | None, metrics: dict[str, _MetricData]) -> li
 
 # Bump FIGURES_VERSION whenever figures.py or the sections' markup changes what is drawn.
 # Comparisons that are not done are never cached (their figures are not drawn at all).
-FIGURES_VERSION = 2  # 2: log axes with full tick values
+FIGURES_VERSION = 3  # 2: log axes with full tick values; 3: jiffy histograms
 FIGURES_CACHE = "reports"
 
 

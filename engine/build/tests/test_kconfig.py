@@ -45,3 +45,17 @@ def test_dropped_options_names_each_with_what_was_asked_and_what_came_out():
 def test_unknown_arch_is_refused_by_name():
     with pytest.raises(ValueError, match="unknown arch 'arm64'; known: x86_64, ppc64le"):
         profile("arm64")
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "ppc64le"])
+def test_the_default_configs_tick_at_1000_hz_and_a_benchmark_line_wins(arch):
+    # The jiffy statistics of sync-rcu-latency take a jiffy's length from this.
+    base = kconfig.merge(profile(arch), ["CONFIG_RCU_SCALE_TEST=y"])
+    assert kconfig.hz(kconfig.parse(base)) == 1000
+    other = kconfig.merge(profile(arch), ["# CONFIG_HZ_1000 is not set", "CONFIG_HZ_250=y"])
+    assert kconfig.hz(kconfig.parse(other)) == 250
+
+
+def test_hz_prefers_config_hz_and_is_none_when_the_config_names_none():
+    assert kconfig.hz({"CONFIG_HZ_1000": "y", "CONFIG_HZ": "300"}) == 300
+    assert kconfig.hz({"CONFIG_HZ_100": "n", "CONFIG_RCU_SCALE_TEST": "y"}) is None
