@@ -33,7 +33,6 @@ Run: .venv/bin/python perf/stats_simulation.py [--sims N | --scale F] [--jobs 2]
 """
 
 import argparse
-import functools
 import importlib
 import math
 import multiprocessing
@@ -49,6 +48,7 @@ from scipy import stats as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from perf._failure_sims import LOOKS, failure_budget, failure_equal
 from stats import defaults, methods, tails
 from stats import verdicts as E
 from stats.battery import analyse
@@ -257,31 +257,9 @@ def spread_only(name: str, i: int) -> list[float]:
     return [bm_rejects(a, b, rng), float(mwu)]
 
 
-def _counts(attempts: int, failed: int) -> methods.FailureCounts:
-    return methods.FailureCounts(attempts - failed, (("panic", failed),) if failed else ())
-
-
-LOOKS = Design().looks  # the default design's looks: 24, 48, 72, 96 runs per side
-
-
-@functools.cache
-def reliability_flagged(look: int, failed_a: int, failed_b: int) -> bool:
-    """engine.failure_result's verdict at `look` of the default design, with LOOKS[look - 1]
-    attempts per side (pure: cached per process, as tables repeat)."""
-    n = LOOKS[look - 1]
-    f = BenchmarkFailures("sim", _counts(n, failed_a), _counts(n, failed_b))
-    return E.failure_result(f, look, len(LOOKS)).verdict == E.RELIABILITY
-
-
-def failure_equal(name: str, i: int) -> list[float]:
-    """Kernel failures at 10% on both sides, binomial per block of attempts up to each look.
-    Columns: flagged at the first look (24 attempts/side); flagged at any look up to 48,
-    and up to 96 attempts/side (a comparison that runs on)."""
-    rng = _rng(name, i)
-    steps = np.diff((0, *LOOKS))
-    failed = rng.binomial(steps[:, None], 0.10, (len(LOOKS), 2)).cumsum(axis=0)
-    flagged = [reliability_flagged(k + 1, int(a), int(b)) for k, (a, b) in enumerate(failed)]
-    return [float(flagged[0]), float(any(flagged[:2])), float(any(flagged))]
+def failures(sim: Callable[..., list[float]], *rates: float) -> Sim:
+    """A failure-rate simulation of perf/_failure_sims.py, seeded as every other."""
+    return lambda name, i: sim(_rng(name, i), *rates)
 
 
 def modality(gen: Callable[[np.random.Generator, int], np.ndarray]) -> Sim:
@@ -401,11 +379,19 @@ TARGETS = (
         Check("spread-only change (4x), 24 vs 12 runs: Brunner-Munzel false alarms", 0, hi=7.0),
         _ref("spread-only change (4x), 24 vs 12 runs: Mann-Whitney", 1),
     )),
-    Target("failure-equal", failure_equal, (
+    Target("failure-equal", failures(failure_equal), (
         Check("equal failure rates (10% both), 24 attempts/side: flagged", 0, hi=1.0),
         _ref("equal failure rates (10% both): flagged at any look up to 48 attempts/side", 1),
         _ref("equal failure rates (10% both): flagged at any look up to 96 attempts/side", 2),
     ), PRECISE_SIMS),
+    *(Target(f"failure-budget-{pct}pct", failures(failure_budget, pct / 100, pct / 100), (
+        Check(f"kernels both failing {pct}% of boots, scheduled through 4 looks: ended "
+              "runs-failed", 0, hi=hi),
+        Check(f"kernels both failing {pct}%, scheduled: flagged reliability-regression", 1,
+              hi=1.0) if pct == 10 else _ref(f"kernels both failing {pct}%, scheduled: "
+                                             "flagged reliability-regression", 1),
+        _ref(f"kernels both failing {pct}%, scheduled: ended runs-failed at the first look", 2),
+    ), PRECISE_SIMS) for pct, hi in ((10, 1.0), (25, 5.0))),
     Target("modality-outliers", modality(outliers),
            (Check("multimodality warning on unimodal sides with 5% outliers, 24 runs", 0,
                   hi=5.0),), PRECISE_SIMS, f"{MODALITY}:multimodality"),
