@@ -2,7 +2,8 @@
 
 Through the engine's own functions: stats.battery.analyse for the whole sequential
 procedure (looks at 24/48/72/96, more runs while it asks for them) and the 20-metric family,
-engine.failure_result for failure rates, engine.non_finite for NaN/inf; the stats functions
+engine.failure_result for failure rates (and perf/_failure_sims.py replaying the
+orchestrator's replacements and failure budget), engine.non_finite for NaN/inf; the stats functions
 it calls for fixed-N rates; stats.modality for the multimodality warning (imported
 lazily: its lines print SKIP while the module does not exist). One line per check: the value
 +- its standard error (binomial for a rate, of the mean for runs/side), the target,
@@ -19,7 +20,10 @@ targets within 2 points of their limit); Target.sims holds each default:
           asn-5pct and asn-10pct (SE ~0.3 runs);
   10,000  power: power-5pct-n24, power-2pct-by96, tail-only, modality-bimodal; within 2
           points of a limit: at-threshold (<= 2.5%), hl-coverage (94-96.5%),
-          hl-coverage-unequal (>= 93%), failure-equal (<= 1%; ~0.3%), modality-outliers (<= 5%).
+          hl-coverage-unequal (>= 93%), failure-equal (<= 1%; ~0.3%), modality-outliers (<= 5%),
+          failure-budget-10pct and -25pct (Spec v3: two kernels both failing 10% or 25% of
+          boots through the orchestrator's scheduling rule, perf/_failure_sims.py: ended
+          runs-failed <= 1% and <= 5%; flagged at 10% <= 1%).
 --sims N sets every count to N (smoke runs); --scale F multiplies the defaults.
 
 Permutations inside the simulations: 999 per test at fixed N (B = 999 keeps p-values
