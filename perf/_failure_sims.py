@@ -65,15 +65,15 @@ def scheduled(rng: np.random.Generator, p_a: float, p_b: float) -> tuple[int, in
         while k < len(queue):
             side, k = queue[k], k + 1
             live[side] -= 1
-            if rng.random() >= p[side]:
-                ok[side] += 1
-                continue
-            failed[side] += 1
+            fails = rng.random() < p[side]
+            failed[side] += fails
+            ok[side] += not fails
+            # Checked after every run, ok or not: an ok 12th run can spend it too (8 of 12).
             if budget_spent(ok[side] + failed[side], failed[side]):
                 hit = flagged(look, ok["A"] + failed["A"], failed["A"],
                               ok["B"] + failed["B"], failed["B"])  # fmt: skip
                 return (RELIABILITY if hit else RUNS_FAILED), look
-            if ok[side] + live[side] < size:  # a run its side still needs: replace it
+            if fails and ok[side] + live[side] < size:  # a run its side still needs: replace it
                 other = "B" if side == "A" else "A"
                 pair = [side, other] if rng.random() < 0.5 else [other, side]
                 queue += pair

@@ -11,9 +11,10 @@ boots, and 52% at 25%, before the failure-rate test (methods.failure_excess, Bos
 a say. The failure rates are data; the budget only bounds the boots spent on them.
 
 The share is 0.6, not the spec's example of one half: checked after every run, "more than
-half of >= 12" stops one of two sides that both fail 25% of boots in 6.4% of comparisons
-(perf/stats_simulation.py, failure-budget-25pct; the target is <= 5%); more than 60% stops
-them in ~1.2%, and a side that always fails still stops after 12 boots.
+half of >= 12" stops one of two sides that both fail 25% of boots in about 6.4% of
+comparisons (an exact first-passage computation; the target is <= 5%). More than 60% ends
+0.98% of them runs-failed (perf/stats_simulation.py, failure-budget-25pct, 10,000
+comparisons through four looks), and a side that always fails still stops after 12 boots.
 """
 
 # A side's budget is spent once it has this many finished attempts...
