@@ -126,7 +126,7 @@ def analyse_comparison(comparison_id: int, *, allow_few_runs: bool = False) -> v
 
 
 def analyse_failures(comparison: Comparison) -> list[verdicts.StatResult]:
-    """Test each benchmark's failure rate now (a run slot used up its attempts): store the
+    """Test each benchmark's failure rate now (a side spent its failure budget): store the
     failure-rate rows, keeping the last look's metric rows, and return them. The caller
     decides what a reliability regression ends (the orchestrator holds the row lock)."""
     # The look under way; the floor of runs does not matter to a test on counts.
