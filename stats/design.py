@@ -225,10 +225,10 @@ def conclude(
 def _set_tail_ci(r: StatResult, ci: tuple[float, float] | str) -> None:
     """A tail's CI (ratio B/A) as its shift's, in %, or the reason there is none."""
     level = 1 - float(r.details["boundary"])  # type: ignore[arg-type]
+    if r.shift is None:  # no ratio to A: no CI of it either (the reason is a warning)
+        return
     if isinstance(ci, str):
         r.warnings.append(ci)
-        return
-    if r.shift is None:  # no ratio to A: no CI of it either (the reason is a warning)
         return
     r.ci_low, r.ci_high = 100 * (ci[0] - 1), 100 * (ci[1] - 1)
     r.details["ci_level"] = (f"{level:.2%} (the level of the look where the comparison "
