@@ -1,4 +1,5 @@
-"""Seeded simulations of the statistics engine against every target of STATS.md's Spec (v2).
+"""Seeded simulations of the statistics engine against every target of STATS.md's Spec (v2),
+and the v3 targets registered from their own modules (perf/_sim_rules.py: the verdict rules).
 
 Through the engine's own functions: stats.battery.analyse for the whole sequential
 procedure (looks at 24/48/72/96, more runs while it asks for them) and the 20-metric family,
