@@ -1,5 +1,6 @@
 """Seeded simulations of the statistics engine against every target of STATS.md's Spec (v2),
-and v3's jiffy targets (perf/jiffy_simulation.py).
+and the v3 targets registered from their own modules (perf/_sim_rules.py: the verdict rules;
+perf/jiffy_simulation.py: grace periods in jiffies; perf/_failure_sims.py: the failure budget).
 
 Through the engine's own functions: stats.battery.analyse for the whole sequential
 procedure (looks at 24/48/72/96, more runs while it asks for them) and the 20-metric family,
@@ -45,7 +46,6 @@ import multiprocessing.pool
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +54,9 @@ from scipy import stats as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from perf._failure_sims import LOOKS, failure_budget, failure_equal
+from perf._sim_rules import RULES_TARGETS
+from perf._sim_targets import PRECISE_SIMS, Check, Sim, Target
+from perf._sim_targets import ref as _ref
 from perf.jiffy_simulation import jiffy_targets
 from stats import defaults, methods, tails
 from stats import verdicts as E
@@ -66,11 +69,8 @@ PERM = 999  # permutations per test at fixed N
 SEQ_PERM = 2 * PERM + 1  # in the sequential procedure
 N_BOOT, PERM_SHAPE = 10, 99  # cluster bootstrap and Anderson-Darling: not what is measured
 CV = 0.05
-RATE_SIMS = 2_000  # STATS.md: rates near 5%
-PRECISE_SIMS = 10_000  # STATS.md: power, and targets within 2 points of their limit
 MODALITY = "stats.modality"  # being written: its targets SKIP while it is missing
 
-Sim = Callable[[str, int], list[float]]
 Runs = np.ndarray | Sequence[np.ndarray]  # one value per run, or each run's samples
 
 
@@ -289,34 +289,6 @@ NEGATIVE_CONTROL = {0: (3.0, 7.0, "~5%"), 2: (10.0, 16.0, "13%"), 5: (33.0, 41.0
 # -- targets -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Check:
-    label: str
-    column: int  # of the sim's list
-    unit: str = "%"  # "%": the column is 0/1, its mean a rate; "runs": a mean of runs/side
-    lo: float | None = None  # both None: a reference line (REF), no target
-    hi: float | None = None
-
-    @property
-    def bound(self) -> str:
-        if self.lo is not None and self.hi is not None:
-            return f"[{self.lo:g}, {self.hi:g}]"
-        return f">= {self.lo:g}" if self.lo is not None else f"<= {self.hi:g}"
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str
-    sim: Sim
-    checks: tuple[Check, ...]
-    sims: int = RATE_SIMS  # default number of simulations (see the module docstring)
-    requires: str = ""  # "module:attribute" the sim imports lazily; SKIP while missing
-
-
-def _ref(label: str, column: int, unit: str = "%") -> Check:
-    return Check(f"{label} (reference)", column, unit)
-
-
 _THR = defaults.THRESHOLD_PCT  # the design's default threshold: a true shift on it counts
 TARGETS = (
     Target("aa-lognormal", fixed_aa(lognormal),
@@ -405,6 +377,7 @@ TARGETS = (
            (Check("multimodality warning on the bimodal case (30% of runs 8% slower), "
                   "24 runs", 0, lo=80.0),), PRECISE_SIMS, f"{MODALITY}:multimodality"),
     *jiffy_targets(Target, Check, _rng, PRECISE_SIMS),  # v3: grace periods in jiffies
+    *RULES_TARGETS,  # STATS.md v3's verdict rules (perf/_sim_rules.py)
 )  # fmt: skip
 
 
