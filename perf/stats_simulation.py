@@ -1,9 +1,11 @@
 """Seeded simulations of the statistics engine against every target of STATS.md's Spec (v2),
-and v3's jiffy targets (perf/jiffy_simulation.py).
+and the v3 targets registered from their own modules (perf/_sim_rules.py: the verdict rules;
+perf/jiffy_simulation.py: grace periods in jiffies; perf/_failure_sims.py: the failure budget).
 
 Through the engine's own functions: stats.battery.analyse for the whole sequential
 procedure (looks at 24/48/72/96, more runs while it asks for them) and the 20-metric family,
-engine.failure_result for failure rates, engine.non_finite for NaN/inf; the stats functions
+engine.failure_result for failure rates (and perf/_failure_sims.py replaying the
+orchestrator's replacements and failure budget), engine.non_finite for NaN/inf; the stats functions
 it calls for fixed-N rates; stats.modality for the multimodality warning (imported
 lazily: its lines print SKIP while the module does not exist). One line per check: the value
 +- its standard error (binomial for a rate, of the mean for runs/side), the target,
@@ -20,7 +22,10 @@ targets within 2 points of their limit); Target.sims holds each default:
           asn-5pct and asn-10pct (SE ~0.3 runs);
   10,000  power: power-5pct-n24, power-2pct-by96, tail-only, modality-bimodal; within 2
           points of a limit: at-threshold (<= 2.5%), hl-coverage (94-96.5%),
-          hl-coverage-unequal (>= 93%), failure-equal (<= 1%; ~0.3%), modality-outliers (<= 5%).
+          hl-coverage-unequal (>= 93%), failure-equal (<= 1%; ~0.3%), modality-outliers (<= 5%),
+          failure-budget-10pct and -25pct (Spec v3: two kernels both failing 10% or 25% of
+          boots through the orchestrator's scheduling rule, perf/_failure_sims.py: ended
+          runs-failed <= 1% and <= 5%; flagged at 10% <= 1%).
 --sims N sets every count to N (smoke runs); --scale F multiplies the defaults.
 
 Permutations inside the simulations: 999 per test at fixed N (B = 999 keeps p-values
@@ -34,7 +39,6 @@ Run: .venv/bin/python perf/stats_simulation.py [--sims N | --scale F] [--jobs 2]
 """
 
 import argparse
-import functools
 import importlib
 import math
 import multiprocessing
@@ -42,7 +46,6 @@ import multiprocessing.pool
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +53,10 @@ from scipy import stats as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from perf._failure_sims import LOOKS, failure_budget, failure_equal
+from perf._sim_rules import RULES_TARGETS
+from perf._sim_targets import PRECISE_SIMS, Check, Sim, Target
+from perf._sim_targets import ref as _ref
 from perf.jiffy_simulation import jiffy_targets
 from stats import defaults, methods, tails
 from stats import verdicts as E
@@ -62,11 +69,8 @@ PERM = 999  # permutations per test at fixed N
 SEQ_PERM = 2 * PERM + 1  # in the sequential procedure
 N_BOOT, PERM_SHAPE = 10, 99  # cluster bootstrap and Anderson-Darling: not what is measured
 CV = 0.05
-RATE_SIMS = 2_000  # STATS.md: rates near 5%
-PRECISE_SIMS = 10_000  # STATS.md: power, and targets within 2 points of their limit
 MODALITY = "stats.modality"  # being written: its targets SKIP while it is missing
 
-Sim = Callable[[str, int], list[float]]
 Runs = np.ndarray | Sequence[np.ndarray]  # one value per run, or each run's samples
 
 
@@ -259,31 +263,9 @@ def spread_only(name: str, i: int) -> list[float]:
     return [bm_rejects(a, b, rng), float(mwu)]
 
 
-def _counts(attempts: int, failed: int) -> methods.FailureCounts:
-    return methods.FailureCounts(attempts - failed, (("panic", failed),) if failed else ())
-
-
-LOOKS = Design().looks  # the default design's looks: 24, 48, 72, 96 runs per side
-
-
-@functools.cache
-def reliability_flagged(look: int, failed_a: int, failed_b: int) -> bool:
-    """engine.failure_result's verdict at `look` of the default design, with LOOKS[look - 1]
-    attempts per side (pure: cached per process, as tables repeat)."""
-    n = LOOKS[look - 1]
-    f = BenchmarkFailures("sim", _counts(n, failed_a), _counts(n, failed_b))
-    return E.failure_result(f, look, len(LOOKS)).verdict == E.RELIABILITY
-
-
-def failure_equal(name: str, i: int) -> list[float]:
-    """Kernel failures at 10% on both sides, binomial per block of attempts up to each look.
-    Columns: flagged at the first look (24 attempts/side); flagged at any look up to 48,
-    and up to 96 attempts/side (a comparison that runs on)."""
-    rng = _rng(name, i)
-    steps = np.diff((0, *LOOKS))
-    failed = rng.binomial(steps[:, None], 0.10, (len(LOOKS), 2)).cumsum(axis=0)
-    flagged = [reliability_flagged(k + 1, int(a), int(b)) for k, (a, b) in enumerate(failed)]
-    return [float(flagged[0]), float(any(flagged[:2])), float(any(flagged))]
+def failures(sim: Callable[..., list[float]], *rates: float) -> Sim:
+    """A failure-rate simulation of perf/_failure_sims.py, seeded as every other."""
+    return lambda name, i: sim(_rng(name, i), *rates)
 
 
 def modality(gen: Callable[[np.random.Generator, int], np.ndarray]) -> Sim:
@@ -305,34 +287,6 @@ NEGATIVE_CONTROL = {0: (3.0, 7.0, "~5%"), 2: (10.0, 16.0, "13%"), 5: (33.0, 41.0
 
 
 # -- targets -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Check:
-    label: str
-    column: int  # of the sim's list
-    unit: str = "%"  # "%": the column is 0/1, its mean a rate; "runs": a mean of runs/side
-    lo: float | None = None  # both None: a reference line (REF), no target
-    hi: float | None = None
-
-    @property
-    def bound(self) -> str:
-        if self.lo is not None and self.hi is not None:
-            return f"[{self.lo:g}, {self.hi:g}]"
-        return f">= {self.lo:g}" if self.lo is not None else f"<= {self.hi:g}"
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str
-    sim: Sim
-    checks: tuple[Check, ...]
-    sims: int = RATE_SIMS  # default number of simulations (see the module docstring)
-    requires: str = ""  # "module:attribute" the sim imports lazily; SKIP while missing
-
-
-def _ref(label: str, column: int, unit: str = "%") -> Check:
-    return Check(f"{label} (reference)", column, unit)
 
 
 _THR = defaults.THRESHOLD_PCT  # the design's default threshold: a true shift on it counts
@@ -403,11 +357,19 @@ TARGETS = (
         Check("spread-only change (4x), 24 vs 12 runs: Brunner-Munzel false alarms", 0, hi=7.0),
         _ref("spread-only change (4x), 24 vs 12 runs: Mann-Whitney", 1),
     )),
-    Target("failure-equal", failure_equal, (
+    Target("failure-equal", failures(failure_equal), (
         Check("equal failure rates (10% both), 24 attempts/side: flagged", 0, hi=1.0),
         _ref("equal failure rates (10% both): flagged at any look up to 48 attempts/side", 1),
         _ref("equal failure rates (10% both): flagged at any look up to 96 attempts/side", 2),
     ), PRECISE_SIMS),
+    *(Target(f"failure-budget-{pct}pct", failures(failure_budget, pct / 100, pct / 100), (
+        Check(f"kernels both failing {pct}% of boots, scheduled through 4 looks: ended "
+              "runs-failed", 0, hi=hi),
+        Check(f"kernels both failing {pct}%, scheduled: flagged reliability-regression", 1,
+              hi=1.0) if pct == 10 else _ref(f"kernels both failing {pct}%, scheduled: "
+                                             "flagged reliability-regression", 1),
+        _ref(f"kernels both failing {pct}%, scheduled: ended runs-failed at the first look", 2),
+    ), PRECISE_SIMS) for pct, hi in ((10, 1.0), (25, 5.0))),
     Target("modality-outliers", modality(outliers),
            (Check("multimodality warning on unimodal sides with 5% outliers, 24 runs", 0,
                   hi=5.0),), PRECISE_SIMS, f"{MODALITY}:multimodality"),
@@ -415,6 +377,7 @@ TARGETS = (
            (Check("multimodality warning on the bimodal case (30% of runs 8% slower), "
                   "24 runs", 0, lo=80.0),), PRECISE_SIMS, f"{MODALITY}:multimodality"),
     *jiffy_targets(Target, Check, _rng, PRECISE_SIMS),  # v3: grace periods in jiffies
+    *RULES_TARGETS,  # STATS.md v3's verdict rules (perf/_sim_rules.py)
 )  # fmt: skip
 
 

@@ -12,13 +12,14 @@ statistic:
     with its 95% CI and the look's repeated CI (both from inverting Brunner-Munzel; the
     verdict rules use the repeated one), P(B>A) and Cliff's delta (methods.py);
   - tail statistics of latencies (pooled p99 and max): ratio B/A, p from permuting whole
-    runs between sides, a cluster-bootstrap CI for p99 at the last look (none for the max;
-    tails.py);
+    runs between sides, a cluster-bootstrap CI for p99 at the look where the comparison
+    ends, at its level (none for the max; tails.py);
   - warnings: drift that differs between the sides, ties, multimodality (modality.py),
     shape (k-sample Anderson-Darling by permutation; diagnostics.py), too few samples for
     p99;
   - Holm across the benchmarks' primary metrics, each step at its own level's sequential
-    boundary; Benjamini-Hochberg across the rest (design.adjust);
+    boundary, a primary crossed at an earlier look staying crossed; Benjamini-Hochberg
+    across the rest, on linear spending (design.adjust);
   - looks at min_runs, min_runs + step, ... max_runs per side against Lan-DeMets
     boundaries (power spending alpha t^3; design.Design, sequential.py); a primary metric
     left inconclusive at a look before the last (undecided, or a regression/improvement
@@ -33,7 +34,7 @@ not define is None, with the reason among the result's warnings.
 
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -50,15 +51,17 @@ from stats.inputs import (
     tails_of,
 )
 from stats.modality import multimodality
-from stats.verdicts import Analysis, StatResult, TooFewRuns
+from stats.verdicts import Analysis, Crossed, StatResult, TooFewRuns
 
 P99_MIN_SAMPLES = 1000  # per side, so that >= 10 samples lie beyond the pooled p99
 
 
 def analyse(
-    metrics: Sequence[MetricInput], design: Design, failures: Sequence[BenchmarkFailures] = ()
-) -> Analysis:
-    """Run the whole battery on every metric and decide the look's verdicts."""
+    metrics: Sequence[MetricInput], design: Design, failures: Sequence[BenchmarkFailures] = (),
+    crossed_before: Mapping[tuple[str, str, str], Crossed] | None = None,
+) -> Analysis:  # fmt: skip
+    """Run the whole battery on every metric and decide the look's verdicts.
+    `crossed_before`: the primaries that crossed at earlier looks (design.conclude)."""
     if not metrics:
         raise ValueError("no metrics to analyse")
     n = min(min(len(m.runs_a), len(m.runs_b)) for m in metrics)
@@ -67,7 +70,7 @@ def analyse(
     results: list[StatResult] = []
     for m in metrics:
         results += metric_results(m, design, look, resolve)
-    return conclude(results, design, n, failures)
+    return conclude(results, design, n, failures, crossed_before)
 
 
 def metric_results(
@@ -150,7 +153,7 @@ def _run_level(
         },
         "p_anderson_darling": p_shape,
         "sd_within": spread,
-        "smallest_detectable_shift": _mde(spread, len(a), len(b), design),
+        "smallest_detectable_shift": _mde(spread, len(a), len(b), design, primary),
         **contention(m.runs_a, m.runs_b),
     }
     if threshold_undefined:
@@ -175,26 +178,27 @@ def _run_level(
 def _tail(
     m: MetricInput, statistic: str, q: float, design: Design, look: int, resolve: Resolve
 ) -> StatResult:
-    """A pooled tail's battery. Its CI is at the look's level (a tail is a secondary held
-    to the look's boundary), at the last look only: at an interim look's level (99.98% at
-    the first) the percentile bootstrap would need tens of thousands of draws, and a tail
-    does not end a comparison early. The max has no CI at all (tails._max_test)."""
+    """A pooled tail's battery. Its CI is asked for at the look where the comparison ends,
+    at that look's level (tail_ci; design.conclude): a tail is a secondary held to the
+    look's boundary, and does not end a comparison. The max has no CI at all
+    (tails._max_test)."""
     what = f"{m.benchmark}/{m.name}"
     ra = [methods.as_values(r.samples, f"{what} side A run {r.order}") for r in m.runs_a]
     rb = [methods.as_values(r.samples, f"{what} side B run {r.order}") for r in m.runs_b]
     rng = _rng(design, m.benchmark, m.name, statistic)
-    final = look == len(design.looks)
-    level = 1 - design.alpha_at(look, design.secondary_alpha) if final else None
-    # >= 10 draws beyond each end of the percentile CI
-    n_boot = max(design.n_boot, math.ceil(20 / (1 - level))) if level else design.n_boot
-    t = tails.tail_test(ra, rb, q=q, n_perm=design.n_perm, n_boot=n_boot,
-                        confidence=level, resolve=resolve.secondary, rng=rng)  # fmt: skip
+    t = tails.tail_test(ra, rb, q=q, n_perm=design.n_perm, confidence=None,
+                        resolve=resolve.secondary, rng=rng)  # fmt: skip
+
+    def tail_ci(confidence: float) -> tuple[float, float] | str:
+        # >= 10 draws beyond each end of the percentile CI
+        n_boot = max(design.n_boot, math.ceil(20 / (1 - confidence)))
+        ci_rng = _rng(design, m.benchmark, m.name, statistic, "ci")
+        return tails.bootstrap_ci(ra, rb, q=q, n_boot=n_boot, confidence=confidence, rng=ci_rng)
+
     if q >= 1.0:
         ci_note = "none: no percentile-bootstrap CI of a maximum is valid"
-    elif level is None:
-        ci_note = "none at an interim look (given at the last look, at its level)"
     else:
-        ci_note = f"{level:.1%} (the last look's level), cluster bootstrap"
+        ci_note = "none at a look where the comparison goes on (given where it ends)"
     threshold, _ = _threshold(m, design)
     warnings = list(t.undefined)
     n_a, n_b = sum(r.size for r in ra), sum(r.size for r in rb)
@@ -204,8 +208,8 @@ def _tail(
     return StatResult(
         benchmark=m.benchmark, metric=m.name, unit=m.unit, statistic=statistic,
         is_primary=False, look=look, n_a=len(ra), n_b=len(rb),
-        median_a=t.value_a, median_b=t.value_b, shift=_pct(t.ratio), ci_low=_pct(t.ci_low),
-        ci_high=_pct(t.ci_high), relative=True, p_value=t.p_value, p_mannwhitney=None,
+        median_a=t.value_a, median_b=t.value_b, shift=_pct(t.ratio), ci_low=None,
+        ci_high=None, relative=True, p_value=t.p_value, p_mannwhitney=None,
         p_median=None, prob_b_gt_a=None, cliffs_delta=None,
         threshold=threshold if not m.threshold_is_absolute else design.default_threshold_pct,
         lower_is_better=m.lower_is_better, warnings=warnings,
@@ -213,6 +217,7 @@ def _tail(
                  **_p_method(methods.PERMUTATION, t.n_perm), "samples_a": n_a,
                  "samples_b": n_b, "ratio": t.ratio, "ci_level": ci_note,
                  **contention(m.runs_a, m.runs_b)},
+        tail_ci=tail_ci if q < 1.0 else None,
     )  # fmt: skip
 
 
@@ -247,11 +252,12 @@ def _sd(a: np.ndarray, b: np.ndarray) -> float:
     return float(math.sqrt(ss / max(a.size + b.size - 2, 1)))
 
 
-def _mde(sd: float, n_a: int, n_b: int, design: Design) -> float:
-    """Smallest shift found 80% of the time at this N, at the final look's boundary."""
-    return sequential.smallest_detectable_shift(
-        sd, n_a, n_b, alpha=sequential.z_to_p(design.bounds[-1])
-    )
+def _mde(sd: float, n_a: int, n_b: int, design: Design, primary: bool) -> float:
+    """Smallest shift found 80% of the time at this N, at the final look's boundary of
+    the statistic's own family: a lone primary's, or the secondaries' (STATS.md v3)."""
+    last = len(design.looks)
+    alpha = design.alpha_at(last) if primary else design.secondary_boundary(last)
+    return sequential.smallest_detectable_shift(sd, n_a, n_b, alpha=alpha)
 
 
 def _warnings(

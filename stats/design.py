@@ -2,22 +2,26 @@
 
 Pure: dataclasses in, dataclasses out, no Django.
   - Design: looks at min_runs, min_runs + step, ... max_runs per side against Lan-DeMets
-    boundaries (power spending alpha t^3, sequential.py); alpha split between the primary
+    boundaries (the primaries' power spending alpha t^3, sequential.py; the secondaries'
+    linear spending alpha t, secondary_boundary); alpha split between the primary
     statistics (Holm) and the secondary ones (Benjamini-Hochberg), each family controlling
     its own error, so that a comparison's chance of any false regression or improvement
     verdict, over every metric and look, is at most alpha; no fewer runs than the floor;
   - Resolve: the smallest boundary p each family's results may be held to at a look; the
     permutation counts are raised until these are resolved;
   - adjust: Holm across the benchmarks' primary metrics, each step at its own level's
-    sequential boundary; Benjamini-Hochberg across the rest;
-  - conclude: each statistic's verdict (verdicts.decide), each benchmark's failure-rate row
+    sequential boundary, those crossed at an earlier look staying crossed (their levels
+    released to the others); Benjamini-Hochberg across the rest;
+  - conclude: each statistic's verdict (verdicts.decide; a primary decided at an earlier
+    look keeps its verdict, verdicts.keep), each benchmark's failure-rate row
     (verdicts.failure_result), and whether the comparison needs more runs: a primary metric
-    left inconclusive at a look before the last (undecided, or a regression/improvement
-    held back because host contention differs between the sides) asks for the runs up to
-    the next look, unless B is found unreliable.
+    left inconclusive at a look before the last (undecided, a crossing whose estimate is
+    below the threshold, or a regression/improvement held back because host contention
+    differs between the sides) asks for the runs up to the next look, unless B is found
+    unreliable. Where the comparison ends, the p99's CI is computed at that look's level.
 """
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -31,15 +35,22 @@ from stats.inputs import (
     tails_of,
 )
 from stats.verdicts import (
+    DECIDED,
     RELIABILITY,
     SEVERITY,
     Analysis,
+    Crossed,
     StatResult,
     TooFewRuns,
     check_reportable,
     decide,
     failure_result,
+    keep,
+    result_key,
 )
+
+# The secondary family's spending exponent: linear, alpha t (STATS.md v3).
+SECONDARY_RHO = 1.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,10 @@ class Design:
     # false regression or improvement verdict, over every metric and look, is at most
     # alpha (Bonferroni across the two families; STATS.md v2's 20-metric target).
     secondary_share: float = defaults.SECONDARY_SHARE
+    # Before the last look, a regression/improvement whose estimate is below the threshold
+    # waits for the next look (STATS.md v3); False: the v2 rule, which
+    # perf/stats_simulation.py compares it with.
+    small_waits: bool = True
 
     def __post_init__(self) -> None:
         if self.min_runs < MIN_RUNS and not self.allow_few_runs:
@@ -97,9 +112,11 @@ class Design:
         """|z| boundary per look of a lone primary statistic (level primary_alpha)."""
         return self.bounds_at(self.primary_alpha)
 
-    def bounds_at(self, level: float) -> tuple[float, ...]:
-        """|z| boundary per look for a test held to `level` overall (Holm's local levels)."""
-        return sequential.sequential_bounds(tuple(n / self.max_runs for n in self.looks), level)
+    def bounds_at(self, level: float, rho: float = sequential.SPENDING_RHO) -> tuple[float, ...]:
+        """|z| boundary per look for a test held to `level` overall (Holm's local levels),
+        spending level t^rho."""
+        fractions = tuple(n / self.max_runs for n in self.looks)
+        return sequential.sequential_bounds(fractions, level, rho)
 
     def look_at(self, n: int) -> int:
         """1-based index of the last look reached with n runs per side."""
@@ -110,6 +127,14 @@ class Design:
     def alpha_at(self, look: int, level: float | None = None) -> float:
         """The nominal p boundary at a look: a lone primary statistic's, or at `level`."""
         bounds = self.bounds if level is None else self.bounds_at(level)
+        return sequential.z_to_p(bounds[look - 1])
+
+    def secondary_boundary(self, look: int) -> float:
+        """The secondary family's (BH) nominal p boundary at a look: linear spending
+        (secondary_alpha t). Secondaries never stop a comparison, so nothing is gained by
+        spending little early, and a steep spending put the first look's BH steps beyond
+        what permutations resolve (STATS.md v3)."""
+        bounds = self.bounds_at(self.secondary_alpha, SECONDARY_RHO)
         return sequential.z_to_p(bounds[look - 1])
 
 
@@ -127,31 +152,37 @@ class Resolve:
         per_metric = [len(run_level_statistics(m)) + len(tails_of(m)) for m in metrics]
         secondaries = max(sum(per_metric) - primaries, 1)
         return cls(design.alpha_at(look, design.primary_alpha / primaries),
-                   design.alpha_at(look, design.secondary_alpha) / secondaries)  # fmt: skip
+                   design.secondary_boundary(look) / secondaries)  # fmt: skip
 
 
-def adjust(results: list[StatResult], design: Design, look: int) -> None:
+def adjust(
+    results: list[StatResult], design: Design, look: int,
+    crossed_before: Collection[tuple[str, str, str]] = (),
+) -> None:  # fmt: skip
     """Each result's boundary at this look and whether it is crossed.
 
     Primary statistics (one per benchmark): Holm with group-sequential boundaries (Maurer
     and Bretz 2013): sorted by p, the j-th of m is held to the look's boundary at level
     primary_alpha / (m - j + 1), each level with its own spending over the looks, and the
-    steps stop at the first not crossed. Its p_adjusted is Holm's single-look adjusted p,
-    shown for reference. The others: Benjamini-Hochberg, adjusted p against the look's
-    boundary at secondary_alpha.
+    steps stop at the first not crossed. Those in `crossed_before` (result_key) crossed at
+    an earlier look: they stay crossed and come first, so that the others get their
+    released levels. Its p_adjusted is Holm's single-look adjusted p, shown for reference.
+    The others: Benjamini-Hochberg, adjusted p against the secondary family's boundary at
+    the look (linear spending of secondary_alpha).
     """
-    holm = sorted((r for r in results if r.gated_family == "holm"), key=lambda r: r.p_value)
+    holm = sorted((r for r in results if r.gated_family == "holm"),
+                  key=lambda r: (result_key(r) not in crossed_before, r.p_value))  # fmt: skip
     for r, p in zip(holm, sequential.holm([r.p_value for r in holm]), strict=True):
         r.p_adjusted, r.adjustment = float(p), "holm"
     going = True
     for j, r in enumerate(holm):
         level = design.primary_alpha / (len(holm) - j)
         boundary = design.alpha_at(look, level)
-        going = going and r.p_value <= boundary
+        going = going and (result_key(r) in crossed_before or r.p_value <= boundary)
         r.crossed = going
         r.details.update(boundary=boundary, holm_level=level)
     bh = [r for r in results if r.gated_family == "bh"]
-    boundary = design.alpha_at(look, design.secondary_alpha)
+    boundary = design.secondary_boundary(look)
     for r, p in zip(bh, sequential.benjamini_hochberg([r.p_value for r in bh]), strict=True):
         r.p_adjusted, r.adjustment = float(p), "bh"
         r.crossed = r.p_adjusted <= boundary
@@ -159,22 +190,52 @@ def adjust(results: list[StatResult], design: Design, look: int) -> None:
 
 
 def conclude(
-    results: list[StatResult], design: Design, n: int, failures: Sequence[BenchmarkFailures] = ()
-) -> Analysis:
+    results: list[StatResult], design: Design, n: int, failures: Sequence[BenchmarkFailures] = (),
+    crossed_before: Mapping[tuple[str, str, str], Crossed] | None = None,
+) -> Analysis:  # fmt: skip
     """Adjust the p-values of one look's results, decide each verdict, test each
-    benchmark's failure rate, and say whether the comparison needs more runs."""
+    benchmark's failure rate, and say whether the comparison needs more runs.
+
+    `crossed_before`: the primaries that crossed at an earlier look (by result_key), with
+    what they reported: they stay crossed, and a decided verdict is kept (STATS.md v3)."""
+    crossed_before = crossed_before or {}
     look = design.look_at(n)
-    adjust(results, design, look)
+    adjust(results, design, look, crossed_before)
     final = look == len(design.looks)
-    for r in results:
-        decide(r, final, design.contention_imbalance)
-        check_reportable(r)
+    wait = design.small_waits and not final
+    for r in (r for r in results if r.is_primary):
+        before = crossed_before.get(result_key(r))
+        if before is not None and before.verdict in DECIDED:
+            keep(r, before)
+        else:
+            decide(r, final, design.contention_imbalance, wait_if_small=wait)
     pending = any(r.pending for r in results if r.is_primary)
     reliability = [failure_result(f, look, len(design.looks)) for f in failures]
-    results = results + reliability
     # B found unreliable: that is the answer, whatever more runs would measure.
     pending = pending and not any(r.verdict == RELIABILITY for r in reliability)
     need = design.looks[look] - n if pending and not final else 0
+    for r in (r for r in results if not r.is_primary):
+        if need <= 0 and r.tail_ci is not None:
+            _set_tail_ci(r, r.tail_ci(1 - float(r.details["boundary"])))  # type: ignore[arg-type]
+        # Where the comparison goes on, a sub-threshold crossing waits like a primary's;
+        # where it ends here, the v2 rules stand, as at the last look.
+        decide(r, final, design.contention_imbalance, wait_if_small=wait and need > 0)
+    for r in results:
+        check_reportable(r)
+    results = results + reliability
     results.sort(key=lambda r: (SEVERITY.index(r.verdict), not r.is_primary, r.benchmark,
                                 r.metric, r.statistic))  # fmt: skip
     return Analysis(results, look, n, max(need, 0), design.bounds)
+
+
+def _set_tail_ci(r: StatResult, ci: tuple[float, float] | str) -> None:
+    """A tail's CI (ratio B/A) as its shift's, in %, or the reason there is none."""
+    level = 1 - float(r.details["boundary"])  # type: ignore[arg-type]
+    if r.shift is None:  # no ratio to A: no CI of it either (the reason is a warning)
+        return
+    if isinstance(ci, str):
+        r.warnings.append(ci)
+        return
+    r.ci_low, r.ci_high = 100 * (ci[0] - 1), 100 * (ci[1] - 1)
+    r.details["ci_level"] = (f"{level:.2%} (the level of the look where the comparison "
+                             "ends), cluster bootstrap")  # fmt: skip

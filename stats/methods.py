@@ -90,8 +90,8 @@ def _perm_p(stat: Array) -> float:
 # A p is resolved at a boundary when >= this many relabellings are expected beyond it
 # there (STATS.md v2 "resolvable p-values"); the count is raised up to MAX_PERMUTATIONS.
 EXCEEDANCES_AT_BOUNDARY = 10
-# Enough for one latency metric's 4 secondary statistics at the first look (10 / (.005/64/4)
-# = 512,000; about 4 s at 24 runs per side); more secondaries than that are capped.
+# Enough for 49 secondary statistics (six benchmarks) at the first look with the secondaries'
+# linear spending (10 / (.005 * .25 / 49) = 392,000); more than ~75 secondaries are capped.
 MAX_PERMUTATIONS = 600_000
 _CHUNK = 20_000  # relabellings per matrix product when the count is raised
 
@@ -115,16 +115,23 @@ def adaptive_perm_p(
     with n_perm relabellings, raised where the decision needs it.
 
     A decision compares p with a boundary (`resolve`, the smallest nominal p the result
-    may be held to). Where n_perm cannot resolve that boundary and the first p is within
-    10x of it, the count is raised to permutations_to_resolve(resolve), in chunks: an early
-    look's decision then rests on permutations, never on a far-tail approximation. A p far
-    above the boundary is left at n_perm: were the true p at the boundary, 10x its expected
-    count of relabellings beyond it is needed to read p > 10x the boundary (at n_perm 9,999
-    and a boundary of 4e-5, P(Poisson(0.4) >= 4) ~ 1e-3; at 7.8e-4, ~1e-40).
+    may be held to). Where n_perm cannot resolve that boundary (fewer than
+    EXCEEDANCES_AT_BOUNDARY relabellings expected beyond it), the count is raised to
+    permutations_to_resolve(resolve), in chunks, unless the first p is clearly above it:
+    more than EXCEEDANCES_AT_BOUNDARY relabellings beyond, and more than 10x `resolve`.
+    An early look's decision then rests on permutations, never on a far-tail
+    approximation. The first count decides, not only the 10x window (STATS.md v3): with
+    many secondaries that window lies below 1/(n_perm + 1) and nothing was ever raised. A
+    first count above EXCEEDANCES_AT_BOUNDARY already resolves any boundary at or above
+    that p (a BH step further up); were the true p at `resolve`, reading more than 10x its
+    expected count beyond is rare (at n_perm 9,999 and a boundary of 4e-5,
+    P(Poisson(0.4) >= 4) ~ 1e-3).
     """
     beyond = _beyond(statistic(_with_relabellings(n_a, n_b, n_perm, rng)))
     p = (1 + beyond) / (1 + n_perm)
-    if resolve is None or n_perm * resolve >= EXCEEDANCES_AT_BOUNDARY or p > 10 * resolve:
+    if resolve is None or n_perm * resolve >= EXCEEDANCES_AT_BOUNDARY:
+        return PermP(p, n_perm)
+    if beyond > EXCEEDANCES_AT_BOUNDARY and p > 10 * resolve:
         return PermP(p, n_perm)
     wanted = min(max(permutations_to_resolve(resolve), n_perm), MAX_PERMUTATIONS)
     done = n_perm

@@ -2,8 +2,9 @@
 
 Pure: dataclasses in, dataclasses out, no Django (services.py stores the results). The spec
 is ../shared/STATS.md; battery.py runs the whole engine (analyse) and summarises it. Here:
-  - the verdicts and their severity (reliability-regression, regression, inconclusive,
-    significant-but-small, improvement, no-meaningful-change): the report's order, and the
+  - the verdicts and their severity (reliability-regression, regression,
+    significant-size-not-estimated, inconclusive, significant-but-small, improvement,
+    no-meaningful-change): the report's order, and the
     comparison's verdict, the worst among its primary statistics (Analysis): a kernel that
     fails more often is the worst news, whatever its working runs measure;
   - StatResult, one statistic of one metric at a look, and its verdict once its boundary is
@@ -12,8 +13,11 @@ is ../shared/STATS.md; battery.py runs the whole engine (analyse) and summarises
     crossed and the CI reaches the threshold in the direction of the change;
     significant-but-small when it is crossed and the whole CI lies inside (0, threshold) in
     that direction; no-meaningful-change when the CI lies inside +-threshold; else
-    inconclusive (pending before the last look). Tails keep the point-estimate rule (their
-    CI exists at the last look only, and never for the max);
+    inconclusive (pending before the last look). Before the last look a regression or
+    improvement whose estimate is below the threshold waits (hold_small). Tails follow the
+    same rules on their CI (the p99's, at the look where the comparison ends); without one
+    (the max, or a look where it goes on) a crossing is significant-size-not-estimated.
+    A primary decided at an earlier look keeps its verdict (Crossed, keep);
   - host contention: a regression or improvement is held back (inconclusive, pending
     before the last look, so that quieter runs can come in) when the sides' shares of
     contended runs differ by more than the design's imbalance (contention_differs);
@@ -25,6 +29,7 @@ define is None, with the reason among the result's warnings.
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,12 +40,17 @@ from stats.inputs import BenchmarkFailures
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 SMALL = "significant-but-small"
+# A tail crossed its boundary but has no CI (the max never does; the p99 has one only at
+# the look where the comparison ends): the change is real, its size unknown (STATS.md v3).
+SIGNIFICANT = "significant-size-not-estimated"
 NO_CHANGE = "no-meaningful-change"
 INCONCLUSIVE = "inconclusive"
 RELIABILITY = "reliability-regression"  # B's kernel fails more often than A's (Fisher)
 # Report order and the comparison's verdict: a kernel that fails more often is the worst
 # news, whatever its working runs measure.
-SEVERITY = (RELIABILITY, REGRESSION, INCONCLUSIVE, SMALL, IMPROVEMENT, NO_CHANGE)
+SEVERITY = (RELIABILITY, REGRESSION, SIGNIFICANT, INCONCLUSIVE, SMALL, IMPROVEMENT, NO_CHANGE)
+# What a crossed primary reported and keeps at later looks (verdicts are final, STATS.md v3).
+DECIDED = (REGRESSION, IMPROVEMENT, SMALL)
 FAILURE_METRIC = "failure_rate"  # the reliability row's metric and statistic
 FAILURE_STATISTIC = "boschloo"
 
@@ -90,6 +100,9 @@ class StatResult:
     # computed once the result's boundary is known (Holm's level depends on the others).
     # Not stored.
     values: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    # A tail's CI at a confidence: (low, high) in %, or why there is none. Asked for at the
+    # look where the comparison ends, at that look's level (STATS.md v3). Not stored.
+    tail_ci: Callable[[float], tuple[float, float] | str] | None = field(default=None, repr=False)
 
     @property
     def gated_family(self) -> str:
@@ -114,7 +127,25 @@ class Analysis:
         return min(primaries or [INCONCLUSIVE], key=SEVERITY.index)
 
 
-def decide(r: StatResult, final: bool, imbalance: float | None = None) -> None:
+@dataclass(frozen=True)
+class Crossed:
+    """A primary statistic that crossed its boundary at an earlier look: what it reported
+    then. It stays crossed at later looks (Maurer and Bretz: its Holm level is released to
+    the others), and a decided verdict (DECIDED) is kept (STATS.md v3 "verdicts are
+    final"); services.py reads these from the stored rows before replacing them."""
+
+    verdict: str
+    look: int
+
+
+def result_key(r: StatResult) -> tuple[str, str, str]:
+    """What identifies a statistic across looks (the stored row's key)."""
+    return r.benchmark, r.metric, r.statistic
+
+
+def decide(
+    r: StatResult, final: bool, imbalance: float | None = None, *, wait_if_small: bool = False
+) -> None:
     """The verdict of one statistic at a look, once adjust() has set its boundary.
 
     Run-level statistics follow STATS.md v2 on their repeated CI (level 1 - the result's
@@ -122,9 +153,12 @@ def decide(r: StatResult, final: bool, imbalance: float | None = None) -> None:
     is crossed and the CI reaches the threshold in the direction of the change;
     significant-but-small when it is crossed and the whole CI lies inside (0, threshold)
     in that direction; no-meaningful-change when the CI lies inside +-threshold; else
-    inconclusive. Tails keep the point-estimate rule (their CI exists at the last look
-    only, and never for the max). A regression or improvement is then held back when host
-    contention differs between the sides by more than `imbalance` (_contention_hold)."""
+    inconclusive. Tails follow the same rules on their CI where they have one (the p99 at
+    the look where the comparison ends); without one a crossing is "significant, size not
+    estimated" (_decide_tail). `wait_if_small` (a look before the last): a regression or
+    improvement whose estimate is below the threshold waits for the next look (hold_small,
+    STATS.md v3). A regression or improvement is then held back when host contention
+    differs between the sides by more than `imbalance` (_contention_hold)."""
     boundary = float(r.details["boundary"])  # type: ignore[arg-type]
     r.details["alpha_look"] = boundary
     r.pending = False
@@ -139,15 +173,44 @@ def decide(r: StatResult, final: bool, imbalance: float | None = None) -> None:
         _decide_on_ci(r, float(repeated[0]), float(repeated[1]))
     else:
         _decide_tail(r)
+    if wait_if_small:
+        hold_small(r)
     if r.verdict in (REGRESSION, IMPROVEMENT):
         _contention_hold(r, imbalance)
     if r.verdict == INCONCLUSIVE:
-        r.pending = not final
+        r.pending = r.pending or not final
         mde = r.details.get("smallest_detectable_shift")
-        if isinstance(mde, float):
+        if isinstance(mde, float) and not r.details.get("waits_below_threshold"):
             unit = "%" if r.relative else f" {r.unit}"
             r.warnings.append(f"inconclusive at {r.n_a}+{r.n_b} runs: smallest detectable "
                               f"shift {mde:.2f}{unit} (80% power)")  # fmt: skip
+
+
+def hold_small(r: StatResult) -> None:
+    """Before the last look, a regression/improvement whose estimate is below the threshold
+    (the wide CI of an early look reaches it) waits for the next look: inconclusive and
+    pending, the held verdict in details. A true shift of half the threshold otherwise ends
+    as a regression alert in ~39% of comparisons (STATS.md v3)."""
+    if r.verdict not in (REGRESSION, IMPROVEMENT) or r.shift is None:
+        return
+    if r.details.get("threshold_undefined") or abs(r.shift) >= r.threshold:
+        return
+    r.details.update(held_back=r.verdict, waits_below_threshold=True)
+    r.warnings = [w for w in r.warnings if not w.startswith("size uncertain")]
+    unit = "%" if r.relative else f" {r.unit}"
+    r.warnings.append(f"crossed, but the estimate ({r.shift:+.2f}{unit}) is below the "
+                      f"threshold ({r.threshold:g}{unit}): the {r.verdict} waits for the next "
+                      "look's runs")  # fmt: skip
+    r.verdict = INCONCLUSIVE
+    r.pending = True
+
+
+def keep(r: StatResult, before: Crossed) -> None:
+    """A primary decided at an earlier look keeps its verdict (STATS.md v3): more runs for
+    the other benchmarks do not re-decide it."""
+    r.crossed, r.verdict, r.pending = True, before.verdict, False
+    r.details.update(decided_at_look=before.look, alpha_look=r.details.get("boundary"))
+    r.warnings.append(f"{before.verdict} decided at look {before.look}; verdicts are final")
 
 
 def _direction(up: bool, r: StatResult) -> str:
@@ -186,21 +249,22 @@ def _decide_on_ci(r: StatResult, low: float, high: float) -> None:
 
 
 def _decide_tail(r: StatResult) -> None:
-    """A tail's verdict: the threshold on the point estimate, no change on its CI."""
-    thr = r.threshold
-    if r.shift is None:
-        # A tail whose ratio to A does not exist (A's pooled quantile 0): the change is
-        # unbounded in %, beyond any threshold, in the direction of the two values.
-        change = r.median_b - r.median_a
-        size = math.inf if change != 0 else 0.0
+    """A tail's verdict: on its CI where it has one (the p99 at the look where the
+    comparison ends: the run-level rules); without one a crossing says the change is
+    significant, its size not estimated, never its size from the point estimate."""
+    if r.ci_low is not None and r.ci_high is not None:
+        _decide_on_ci(r, r.ci_low, r.ci_high)
+        return
+    r.verdict = INCONCLUSIVE
+    if not r.crossed:
+        return
+    change = r.median_b - r.median_a
+    if r.shift is None and change != 0:
+        # No ratio to A (A's pooled quantile 0): the change is unbounded in %, beyond any
+        # threshold, in the direction of the two values.
+        r.verdict = _direction(change > 0, r)
     else:
-        change = size = r.shift
-    if r.crossed:
-        r.verdict = _direction(change > 0, r) if abs(size) >= thr else SMALL
-    elif r.ci_low is not None and r.ci_high is not None and -thr < r.ci_low <= r.ci_high < thr:
-        r.verdict = NO_CHANGE
-    else:
-        r.verdict = INCONCLUSIVE
+        r.verdict = SIGNIFICANT
 
 
 def contention_differs(a: tuple[int, int], b: tuple[int, int], imbalance: float) -> bool:

@@ -310,9 +310,15 @@ RCUBENCH_LAB_HOST_WAIT_SECONDS = env.int("RCUBENCH_LAB_HOST_WAIT_SECONDS", defau
 # --- comparisons (webapp/comparisons/orchestrator.py) ---
 # Where the web app is reached: report URLs printed by `./manage.py compare` and in mail.
 RCUBENCH_PUBLIC_URL = env.str("RCUBENCH_PUBLIC_URL", default="http://127.0.0.1:8000")
-# Attempts of one run slot: a failed or lost run is replaced by a new Run row until the
-# slot has had this many; then the comparison ends as failed, naming the error.
-RCUBENCH_RUN_ATTEMPTS = env.int("RCUBENCH_RUN_ATTEMPTS", default=3)
+# A failed or lost run is replaced by a new Run row while its side needs runs; a side's
+# failure budget (stats/failures.py, not a setting: its figures are simulated) ends that.
+# Tries of one look's analysis that raise an engine error (or whose worker dies) before
+# the comparison ends as analysis-failed with the error's text.
+RCUBENCH_ANALYSIS_TRIES = env.int("RCUBENCH_ANALYSIS_TRIES", default=3)
+# The analysis task's hard time limit (workers/celery_app.py): a try started longer ago
+# than this, with its comparison still analysing, had its worker die and is sent again.
+RCUBENCH_ANALYSIS_TIME_LIMIT_SECONDS = env.int("RCUBENCH_ANALYSIS_TIME_LIMIT_SECONDS",
+                                               default=1800)  # fmt: skip
 # A queued step whose task was sent this long ago with nothing of its comparison running
 # is sent again (the broker lost it: Redis restarted); duplicates are no-ops by the claim.
 RCUBENCH_REDISPATCH_SECONDS = env.int("RCUBENCH_REDISPATCH_SECONDS", default=120)

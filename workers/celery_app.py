@@ -70,7 +70,8 @@ CONTROL_TIME_LIMIT = 300
 # A watched push: the tree's mirror fetched (webapp/watch/baselines.py, 600 s at most), git
 # merge-base, then the submission's own checks against the tree.
 WATCH_TIME_LIMIT = 1200
-ANALYSIS_TIME_LIMIT = 1800
+# The orchestrator re-sends a look whose try started longer ago than this (its worker died).
+ANALYSIS_TIME_LIMIT = settings.RCUBENCH_ANALYSIS_TIME_LIMIT_SECONDS
 _REAPER = float(settings.RCUBENCH_REAPER_INTERVAL_SECONDS)
 app.conf.beat_schedule = {
     "reap-stale-runs": {"task": REAP_STALE_RUNS, "schedule": _REAPER},

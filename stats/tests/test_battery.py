@@ -269,13 +269,29 @@ def test_values_at_or_below_zero_get_the_threshold_in_the_unit(rng):
     assert (same.details["threshold_undefined"], same.verdict) == (True, NO_CHANGE)
 
 
-def test_tail_cis_at_the_last_look_only_and_never_for_the_max(rng):
-    def runs(n):
-        return [rng.lognormal(math.log(6), 0.1, 30) for _ in range(n)]
+def test_tail_cis_where_the_comparison_ends_at_its_level_and_never_for_the_max(rng):
+    def runs(n, factor=1.0):
+        return [rng.lognormal(math.log(6 * factor), 0.1, 30) for _ in range(n)]
 
-    interim = {r.statistic: r for r in analyse([_latency(runs(24), runs(24))], _design()).results}
+    # A/A at the first of four looks: the primary is undecided, the comparison goes on.
+    going = analyse([_latency(runs(24), runs(24))], _design())
+    assert going.need_more_runs > 0
+    interim = {r.statistic: r for r in going.results}
     assert (interim["p99"].ci_low, interim["p99"].ci_high) == (None, None)
-    assert str(interim["p99"].details["ci_level"]).startswith("none at an interim look")
+    assert str(interim["p99"].details["ci_level"]).startswith("none at a look where the "
+                                                               "comparison goes on")  # fmt: skip
+    # A clear regression ends the comparison at the first look: the p99 gets its CI there,
+    # at that look's level (the secondaries' linear spending: 1 - .005 x 24/96), not only
+    # at the last look (STATS.md v3).
+    ended = analyse([_latency(runs(24), runs(24, 1.3))], _design())
+    assert (ended.look, ended.need_more_runs, ended.verdict) == (1, 0, REGRESSION)
+    early = {r.statistic: r for r in ended.results}
+    low, high = early["p99"].ci_low, early["p99"].ci_high
+    assert low is not None
+    assert high is not None
+    assert 0 < low < high
+    assert str(early["p99"].details["ci_level"]).startswith("99.88% (the level of the look")
+    assert early["p99"].verdict == REGRESSION  # on its CI: it reaches the 2% threshold
     last = {r.statistic: r for r in
             analyse([_latency(runs(24), runs(24))], _design(max_runs=24)).results}  # fmt: skip
     low, high = last["p99"].ci_low, last["p99"].ci_high
@@ -283,8 +299,8 @@ def test_tail_cis_at_the_last_look_only_and_never_for_the_max(rng):
     assert high is not None
     assert low < high
     # A single look: the secondaries' boundary is their share of alpha, .005: a 99.5% CI.
-    assert str(last["p99"].details["ci_level"]).startswith("99.5% (the last look's level)")
-    for res in (interim, last):
+    assert str(last["p99"].details["ci_level"]).startswith("99.50% (the level of the look")
+    for res in (interim, early, last):
         assert (res["max"].ci_low, res["max"].ci_high) == (None, None)
         assert "no percentile-bootstrap CI of a maximum" in str(res["max"].details["ci_level"])
         assert not any("CI" in w for w in res["max"].warnings)  # by design, not a warning

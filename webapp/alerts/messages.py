@@ -35,6 +35,7 @@ _MSG_ID = re.compile(r"<[^<>\s\"\\]{1,250}@[^<>\s\"\\]{1,250}>")
 SHORT_VERDICT = {
     "reliability-regression": "reliability",
     "significant-but-small": "small",
+    "significant-size-not-estimated": "significant",
     "no-meaningful-change": "no change",
 }
 

@@ -11,6 +11,8 @@ class Verdict(models.TextChoices):
     REGRESSION = "regression"
     IMPROVEMENT = "improvement"
     SMALL = "significant-but-small"
+    # A tail that crossed its boundary with no CI (STATS.md v3): never sized.
+    SIGNIFICANT = "significant-size-not-estimated"
     NO_CHANGE = "no-meaningful-change"
     INCONCLUSIVE = "inconclusive"
 

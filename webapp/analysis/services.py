@@ -113,20 +113,36 @@ def design_for(comparison: Comparison, *, allow_few_runs: bool = False) -> Desig
 def analyse_comparison(comparison_id: int, *, allow_few_runs: bool = False) -> verdicts.Analysis:
     """Analyse the comparison's counted runs and replace its stored verdicts.
 
-    Raises verdicts.TooFewRuns below the design's minimum (nothing is stored then). The
-    returned Analysis says whether the comparison needs more runs and how many.
+    A primary that crossed at an earlier look (read from the stored rows before they are
+    replaced) stays crossed, and a verdict it reported is final: its row, from the look
+    that decided it, is kept (STATS.md v3). Raises verdicts.TooFewRuns below the design's
+    minimum (nothing is stored then). The returned Analysis says whether the comparison
+    needs more runs and how many.
     """
     comparison = Comparison.objects.get(pk=comparison_id)
     design = design_for(comparison, allow_few_runs=allow_few_runs)
-    analysis = analyse(metric_inputs(comparison), design, failure_counts(comparison))
+    analysis = analyse(metric_inputs(comparison), design, failure_counts(comparison),
+                       crossed_before(comparison))  # fmt: skip
     with transaction.atomic():
         _store(comparison, analysis.results)
         Comparison.objects.filter(pk=comparison.pk).update(verdict=analysis.verdict)
     return analysis
 
 
+def crossed_before(comparison: Comparison) -> dict[tuple[str, str, str], verdicts.Crossed]:
+    """The primary statistics whose stored rows crossed their boundary, by result key, with
+    the verdict and look stored (rows before "crossed" was stored: a decided verdict is
+    only ever given to a crossed primary)."""
+    rows = comparison.verdicts.filter(is_primary=True).exclude(statistic=verdicts.FAILURE_STATISTIC)
+    return {
+        (row.benchmark, row.metric, row.statistic): verdicts.Crossed(row.verdict, row.look)
+        for row in rows
+        if row.details.get("crossed") or row.verdict in verdicts.DECIDED
+    }
+
+
 def analyse_failures(comparison: Comparison) -> list[verdicts.StatResult]:
-    """Test each benchmark's failure rate now (a run slot used up its attempts): store the
+    """Test each benchmark's failure rate now (a side spent its failure budget): store the
     failure-rate rows, keeping the last look's metric rows, and return them. The caller
     decides what a reliability regression ends (the orchestrator holds the row lock)."""
     # The look under way; the floor of runs does not matter to a test on counts.
@@ -145,6 +161,14 @@ def _store(
     """Write the results' rows; with replace_all, delete the rows they do not cover."""
     kept = []
     for r in results:
+        if "decided_at_look" in r.details:  # final (verdicts.keep): its deciding look's row
+            row = MetricVerdict.objects.filter(
+                comparison=comparison, benchmark=r.benchmark, metric=r.metric,
+                statistic=r.statistic,
+            ).first()  # fmt: skip
+            if row is not None:
+                kept.append(row.pk)
+                continue
         verdict, _ = MetricVerdict.objects.update_or_create(
             comparison=comparison, benchmark=r.benchmark, metric=r.metric,
             statistic=r.statistic, defaults=_fields(r),
@@ -174,7 +198,7 @@ def _fields(r: verdicts.StatResult) -> dict[str, object]:
             **{k: _jsonable(v) for k, v in r.details.items()}, "unit": r.unit,
             "relative": r.relative, "shift": r.shift, "ci": [r.ci_low, r.ci_high],
             "threshold": r.threshold, "adjustment": r.adjustment,
-            "lower_is_better": r.lower_is_better,
+            "lower_is_better": r.lower_is_better, "crossed": r.crossed,
         },
     }  # fmt: skip
     bad = verdicts.non_finite(fields)  # the engine checked its results; this, what is derived

@@ -67,6 +67,13 @@ def verdict_dicts(c: Comparison) -> list[dict[str, object]]:
     ]  # fmt: skip
 
 
+# Each benchmark's failure test stands alone (review 2026-11-26, item 10): said with its rows.
+FAILURE_ADJUSTMENT = (
+    "none: one test per benchmark at its own level, not adjusted across benchmarks (an "
+    "exact test on these counts is conservative: its actual size is about 0.3-0.7%)"
+)
+
+
 def reliability_dicts(c: Comparison) -> list[dict[str, object]]:
     """Per benchmark: each side's attempts, ok, kernel failures (by outcome) and host
     failures, and the last failure-rate test (Boschloo one-sided p, Fisher's beside it,
@@ -75,7 +82,7 @@ def reliability_dicts(c: Comparison) -> list[dict[str, object]]:
         {"benchmark": r.benchmark, "a": asdict(r.sides[0]), "b": asdict(r.sides[1]),
          "p_value": r.p_value, "p_method": "exact" if r.p_value is not None else None,
          "test": "boschloo-exact, one-sided (B fails more often)", "p_fisher": r.p_fisher,
-         "alpha": r.alpha, "verdict": r.verdict}
+         "alpha": r.alpha, "adjustment": FAILURE_ADJUSTMENT, "verdict": r.verdict}
         for r in reliability_rows(c)
     ]  # fmt: skip
 

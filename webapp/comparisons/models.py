@@ -92,7 +92,8 @@ class Comparison(models.Model):
     class Error(models.TextChoices):
         NONE = "", "(none)"
         BUILD_FAILED = "build-failed"
-        RUNS_FAILED = "runs-failed"  # one run slot failed RCUBENCH_RUN_ATTEMPTS times
+        RUNS_FAILED = "runs-failed"  # a side spent its failure budget (stats/failures.py)
+        # Too few runs for the engine, or an engine error in every try of a look.
         ANALYSIS_FAILED = "analysis-failed"
         CANCELLED = "cancelled"
 
@@ -152,6 +153,13 @@ class Comparison(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     analysis_sent_at = models.DateTimeField(
         null=True, blank=True, help_text="When its analysis task was last sent (re-sent if lost)."
+    )
+    analysis_started_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When the look's analysis task started its try (none: not since it was sent).",
+    )  # fmt: skip
+    analysis_tries = models.PositiveSmallIntegerField(
+        default=0, help_text="Tries of the look's analysis so far (RCUBENCH_ANALYSIS_TRIES)."
     )
 
     class Meta:

@@ -10,10 +10,18 @@ Every event (a build or a run ended, an analysis finished, the periodic kick) ca
 step. It is idempotent, so a duplicate message or a lost one does no harm: the kick re-sends
 tasks the broker lost (a Redis restart), and the claim of each step is a conditional UPDATE.
 A run that did not end ok is not a measurement, but its outcome is data: the failure
-rates are tested (Boschloo) at every look and when a slot used up its attempts. It is
-replaced by a new Run row in a fresh AB/BA pair with a run of the other side, up to
-RCUBENCH_RUN_ATTEMPTS per slot; then the comparison ends ok as reliability-regression if
-B's kernel fails significantly more often than A's, else failed as runs-failed.
+rates are tested (Boschloo) at every look and when a side's failure budget is spent. It is
+replaced by a new Run row in a fresh AB/BA pair with a run of the other side while its side
+still needs runs for the look. A side that failed more than 60% of >= 12 finished attempts
+of a benchmark has spent its budget (stats.failures.budget_spent); then the comparison ends
+ok as reliability-regression if B's kernel fails significantly more often than A's, else
+failed as runs-failed.
+
+A look's analysis runs once: the task stamps analysis_started_at and counts its try; the
+periodic kick sends it again only if it never started (the broker lost it) or started longer
+ago than the analysis task's hard time limit (its worker died). An engine error other than
+too few runs is tried RCUBENCH_ANALYSIS_TRIES times, then the comparison ends failed as
+analysis-failed with the exception's text.
 """
 
 import random
@@ -23,10 +31,11 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Max, Q
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from benchmarks.registry import BENCHMARKS, kconfig_for
+from stats.failures import BUDGET_MIN_ATTEMPTS, BUDGET_SHARE, budget_spent
 from stats.verdicts import RELIABILITY, TooFewRuns
 from webapp import access, dispatch, logs
 from webapp.access import AnyUser
@@ -58,9 +67,9 @@ def advance(comparison_id: int) -> None:
             _advance_builds(c)
         elif c.state == ComparisonState.RUNNING:
             _advance_runs(c)
-        elif c.state == ComparisonState.ANALYSING and _stale(c.analysis_sent_at):
-            log.info("message re-sent", comparison=c.pk, task="analysis")
-            _send_analysis(c)  # the broker lost the analysis message
+        elif c.state == ComparisonState.ANALYSING and (why := _analysis_lost(c)):
+            log.info("message re-sent", comparison=c.pk, task="analysis", why=why)
+            _send_analysis(c)
 
 
 def _advance_builds(c: Comparison) -> None:
@@ -98,19 +107,38 @@ def _advance_runs(c: Comparison) -> None:
     replaced = {r.retry_of_id for r in runs if r.retry_of_id}
     failed = [r for r in runs if r.state == State.DONE and r.result != Result.OK and
               r.pk not in replaced]  # fmt: skip
-    for run in failed:
-        attempts = 1 + _depth(run, by_pk)
-        if attempts >= settings.RCUBENCH_RUN_ATTEMPTS:
-            _end_on_failures(c, run, attempts)
-            return
+    if spent := _spent_side(runs):
+        _end_on_failures(c, *spent)
+        return
     runs += _replace_failed(c, runs, failed, by_pk)
     if any(r.state != State.DONE for r in runs):
         _resend_lost_runs(c, runs)
         return
     ok = Counter((r.benchmark, r.side) for r in runs if r.result == Result.OK)
     if all(ok[b, s] >= c.scheduled_per_side for b in c.benchmarks for s in "AB"):
-        _move(c, ComparisonState.ANALYSING, runs_per_side=c.scheduled_per_side)
+        c.analysis_tries = 0  # the look's own tries
+        _move(c, ComparisonState.ANALYSING, ["analysis_tries"],
+              runs_per_side=c.scheduled_per_side)  # fmt: skip
         _send_analysis(c)
+
+
+def _spent_side(runs: list[Run]) -> tuple[str, str, int, int, Run] | None:
+    """The first (benchmark, side) whose failure budget is spent, with its finished
+    attempts, failed ones and last failed run; None while every side is within budget.
+    Every finished run counts, replaced or not, failed by the kernel or by the host."""
+    attempts: Counter[tuple[str, str]] = Counter()
+    failures: Counter[tuple[str, str]] = Counter()
+    last: dict[tuple[str, str], Run] = {}
+    for r in sorted(runs, key=lambda r: r.order):
+        if r.state == State.DONE:
+            attempts[r.benchmark, r.side] += 1
+            if r.result != Result.OK:
+                failures[r.benchmark, r.side] += 1
+                last[r.benchmark, r.side] = r
+    for key in sorted(failures):
+        if budget_spent(attempts[key], failures[key]):
+            return (*key, attempts[key], failures[key], last[key])
+    return None
 
 
 def _replace_failed(
@@ -148,15 +176,18 @@ def _replace_failed(
     return added
 
 
-def _end_on_failures(c: Comparison, run: Run, attempts: int) -> None:
-    """A run slot failed RCUBENCH_RUN_ATTEMPTS times. If B's kernel fails significantly
-    more often than A's (Boschloo, the failure rates of every finished run), that is the
-    comparison's answer: it ends ok with the verdict reliability-regression, having done
-    its job. Otherwise (host failures, which never count, or an excess the test does not
-    find) it ends failed as runs-failed."""
+def _end_on_failures(
+    c: Comparison, benchmark: str, side: str, attempts: int, failures: int, last: Run
+) -> None:
+    """A side spent its failure budget. If B's kernel fails significantly more often than
+    A's (Boschloo, the failure rates of every finished run), that is the comparison's
+    answer: it ends ok with the verdict reliability-regression, having done its job.
+    Otherwise (host failures, which never count in the test, or an excess the test does
+    not find) it ends failed as runs-failed."""
 
-    slot = (f"{run.benchmark} side {run.side}: one run slot failed {attempts} times; "
-            f"last: {run.error_code}: {run.error_message}")  # fmt: skip
+    slot = (f"{benchmark} side {side}: {failures} of {attempts} runs failed (the budget: "
+            f"more than {BUDGET_SHARE:.0%} of >= {BUDGET_MIN_ATTEMPTS}); "
+            f"last: {last.error_code}: {last.error_message}")  # fmt: skip
     results = analyse_failures(c)
     counts = "; ".join(_failure_summary(r.benchmark, r.details, r.p_value) for r in results)
     if any(r.verdict == RELIABILITY for r in results):
@@ -179,19 +210,35 @@ def _failure_summary(benchmark: str, details: dict[str, object], p: float) -> st
 
 
 def conclude_look(comparison_id: int) -> None:
-    """The analysis step: run the engine on the counted runs, then extend or finish."""
+    """The analysis step: run the engine on the counted runs, then extend or finish. Each
+    call is one try of the look (counted, stamped as started); an engine error other than
+    too few runs leaves the look to the kick's re-send until RCUBENCH_ANALYSIS_TRIES tries
+    failed, then ends the comparison analysis-failed with the exception's text."""
 
-    c = Comparison.objects.get(pk=comparison_id)
-    if c.state != ComparisonState.ANALYSING:
+    started = _start_analysis(comparison_id)
+    if started is None:
         return  # a duplicate message
-    look_size = c.scheduled_per_side
+    tries, look_size = started
+    limit = settings.RCUBENCH_ANALYSIS_TRIES
+    if tries > limit:  # every try started and none ended: their workers died
+        _end_analysis(comparison_id, f"the analysis did not finish in {limit} tries: each "
+                      "try's worker stopped before it ended (killed, out of memory, or past "
+                      "the task's time limit)")  # fmt: skip
+        return
     try:
-        analysis = analyse_comparison(c.pk, allow_few_runs=settings.RCUBENCH_ALLOW_FEW_RUNS)
+        analysis = analyse_comparison(comparison_id,
+                                      allow_few_runs=settings.RCUBENCH_ALLOW_FEW_RUNS)  # fmt: skip
     except TooFewRuns as exc:
-        with transaction.atomic():
-            c = Comparison.objects.select_for_update().get(pk=comparison_id)
-            if c.state == ComparisonState.ANALYSING:
-                _finish(c, Result.FAILED, Comparison.Error.ANALYSIS_FAILED, str(exc))
+        _end_analysis(comparison_id, str(exc))
+        return
+    except Exception as exc:  # noqa: BLE001 -- an engine error: tried again, then the comparison ends with it
+        why = f"{type(exc).__name__}: {exc}"
+        log.warning("analysis failed", comparison=comparison_id, attempt=tries, tries=limit,
+                    error=why[:200], exc_info=True)  # fmt: skip
+        if tries >= limit:
+            _end_analysis(comparison_id, f"the analysis failed {tries} times; last: {why}")
+        else:  # not running any more: the kick sends it again
+            Comparison.objects.filter(pk=comparison_id).update(analysis_started_at=None)
         return
     with transaction.atomic():
         c = (
@@ -359,5 +406,41 @@ def _resend_lost_builds(builds: list[Build]) -> None:
 
 
 def _send_analysis(c: Comparison) -> None:
-    Comparison.objects.filter(pk=c.pk).update(analysis_sent_at=timezone.now())
+    Comparison.objects.filter(pk=c.pk).update(analysis_sent_at=timezone.now(),
+                                              analysis_started_at=None)  # fmt: skip
     dispatch.send_analysis(c.pk)
+
+
+def _analysis_lost(c: Comparison) -> str:
+    """Why the look's analysis task is gone and must be sent again; "" while it may still
+    arrive or is running. Not started since it was sent: the broker lost the message
+    (after RCUBENCH_REDISPATCH_SECONDS). Started: running until the task's hard time limit;
+    past it, its worker died (killed, out of memory) without ending the try."""
+    if c.analysis_started_at is None:
+        return "not started" if _stale(c.analysis_sent_at) else ""
+    limit = timedelta(seconds=settings.RCUBENCH_ANALYSIS_TIME_LIMIT_SECONDS)
+    return "worker lost" if c.analysis_started_at < timezone.now() - limit else ""
+
+
+def _start_analysis(comparison_id: int) -> tuple[int, int] | None:
+    """Claim one try of the look's analysis: stamp it started and count it. The try's
+    number and the look's runs per side, or None when the comparison is not analysing (a
+    duplicate message)."""
+    claimed = Comparison.objects.filter(pk=comparison_id, state=ComparisonState.ANALYSING).update(
+        analysis_started_at=timezone.now(), analysis_tries=F("analysis_tries") + 1
+    )
+    if not claimed:
+        return None
+    tries, look_size = Comparison.objects.values_list("analysis_tries", "scheduled_per_side").get(
+        pk=comparison_id
+    )
+    log.info("analysis started", comparison=comparison_id, attempt=tries, runs_per_side=look_size)
+    return tries, look_size
+
+
+def _end_analysis(comparison_id: int, message: str) -> None:
+    """End the comparison failed as analysis-failed, if it is still analysing."""
+    with transaction.atomic():
+        c = Comparison.objects.select_for_update().get(pk=comparison_id)
+        if c.state == ComparisonState.ANALYSING:
+            _finish(c, Result.FAILED, Comparison.Error.ANALYSIS_FAILED, message)

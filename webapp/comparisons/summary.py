@@ -523,7 +523,7 @@ class SideFailures:
 @dataclass(frozen=True)
 class ReliabilityRow:
     """One benchmark's failure counts now, and the last test of them (at a look, or
-    when a run slot used up its attempts); None and "" before the first."""
+    when a side spent its failure budget); None and "" before the first."""
 
     benchmark: str
     sides: tuple[SideFailures, SideFailures]

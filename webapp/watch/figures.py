@@ -19,6 +19,7 @@ VERDICT_COLORS = {
     "reliability-regression": "#a01010",
     "improvement": "#17692a",
     "significant-but-small": "#b07800",
+    "significant-size-not-estimated": "#b07800",
     "inconclusive": "#4b3a86",
     "no-meaningful-change": "#777777",
     "": "#bbbbbb",

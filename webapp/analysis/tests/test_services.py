@@ -7,7 +7,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from stats import methods, verdicts
+from stats.tests.test_across_looks import _flip_data, _flip_metric
 from tests.support.factories import BuildFactory, ComparisonFactory, MeasurementFactory, RunFactory
+from webapp.analysis import services
 from webapp.analysis.models import MetricVerdict
 from webapp.analysis.services import analyse_comparison, design_for, metric_inputs
 from webapp.comparisons.models import Comparison, Run
@@ -198,3 +200,38 @@ def test_contended_runs_reach_the_engine_and_hold_back_a_regression(settings):
     # Within the configured imbalance, the same runs give the regression.
     settings.RCUBENCH_CONTENTION_IMBALANCE = 0.6
     assert analyse_comparison(comparison.pk).verdict == "regression"
+
+
+def test_a_verdict_reported_at_look_1_is_kept_at_look_2(monkeypatch):
+    # The review's constructed example (stats/tests/test_across_looks.py, from flip.py):
+    # X a regression at look 1 while Y asks for more runs; re-decided from scratch at
+    # look 2, X would be inconclusive. The store passes look 1's crossed primaries in and
+    # keeps X's row from the look that decided it.
+    xa, xb, ya, yb = _flip_data()
+    looks = {
+        24: [_flip_metric("X", xa[:24], xb[:24]), _flip_metric("Y", ya[:24], yb[:24])],
+        48: [_flip_metric("X", xa, xb), _flip_metric("Y", ya, yb)],
+    }
+    comparison = ComparisonFactory.create(benchmarks=["boot-time"], seed=3)
+    now = {"n": 24}
+    monkeypatch.setattr(services, "metric_inputs", lambda c: looks[now["n"]])
+    monkeypatch.setattr(services, "failure_counts", lambda c: [])
+    first = analyse_comparison(comparison.pk)
+    assert (first.look, first.need_more_runs) == (1, 24)
+    x = MetricVerdict.objects.get(comparison=comparison, benchmark="X")
+    assert (x.verdict, x.look, x.details["crossed"]) == ("regression", 1, True)
+    assert services.crossed_before(comparison) == {("X", "t", "value"): verdicts.Crossed(
+        "regression", 1)}  # fmt: skip
+    now["n"] = 48
+    second = analyse_comparison(comparison.pk)
+    assert second.look == 2
+    x = MetricVerdict.objects.get(comparison=comparison, benchmark="X")
+    assert (x.verdict, x.look, x.n_a) == ("regression", 1, 24)  # look 1's row, kept
+    assert Comparison.objects.get(pk=comparison.pk).verdict == "regression"
+    y = MetricVerdict.objects.get(comparison=comparison, benchmark="Y")
+    assert (y.look, y.details["holm_level"]) == (2, pytest.approx(0.045))  # X's level released
+    # Without the stored rows (from scratch, as before v3) look 2 loses the regression.
+    MetricVerdict.objects.filter(comparison=comparison).delete()
+    analyse_comparison(comparison.pk)
+    x = MetricVerdict.objects.get(comparison=comparison, benchmark="X")
+    assert (x.verdict, x.look) == ("inconclusive", 2)

@@ -4,6 +4,7 @@ it in test_end_to_end.py."""
 
 import math
 import random
+import re
 from collections import Counter
 from datetime import timedelta
 
@@ -69,7 +70,6 @@ def test_replacement_pairs_put_each_replacement_beside_the_other_side():
 @pytest.fixture
 def few_runs(settings):
     settings.RCUBENCH_ALLOW_FEW_RUNS = True
-    settings.RCUBENCH_RUN_ATTEMPTS = 3
     settings.RCUBENCH_REDISPATCH_SECONDS = 60
 
 
@@ -231,29 +231,42 @@ def test_failures_on_both_sides_share_one_pair_and_a_failed_extra_run_is_not_rep
     assert not Run.objects.filter(retry_of=extra).exists()
 
 
-@pytest.mark.parametrize(("result", "code"), [("failed", "timeout"), ("incomplete", "infra-error"),
-                                              ("incomplete", "lost")])  # fmt: skip
-def test_a_slot_failing_every_attempt_without_a_significant_excess_ends_runs_failed(
-    few_runs, result, code
+@pytest.mark.parametrize(("result", "code", "failing"), [
+    ("failed", "timeout", "AB"),  # the kernels fail alike: no excess in B
+    ("incomplete", "infra-error", "B"), ("incomplete", "lost", "B"),  # the host's: never tested
+])  # fmt: skip
+def test_a_side_that_spends_its_failure_budget_without_a_significant_excess_ends_runs_failed(
+    few_runs, result, code, failing
 ):
     c = _running()
-    run = c.runs.get(order=0)
-    for _ in range(3):
-        _finish_run(run, result, code)
-        run = Run.objects.filter(retry_of=run).first() or run
-    c.refresh_from_db()
+    while c.state == "running" and (run := c.runs.filter(state="queued").order_by("order").first()):
+        if run.side in failing:
+            _finish_run(run, result, code)
+        else:
+            _finish_run(run)
+        c.refresh_from_db()
     assert (c.state, c.result, c.error_code) == ("done", "failed", "runs-failed")
-    assert f"failed 3 times; last: {code}: {code} happened" in c.error_message
+    # Stopped at the 12th finished run of a failing side (budget: more than 60% of >= 12).
+    found = re.search(r"sync-rcu-latency side (A|B): 12 of 12 runs failed \(the budget: "
+                      rf"more than 60% of >= 12\); last: {code}: {code} happened",
+                      c.error_message)  # fmt: skip
+    assert found, c.error_message
+    assert found[1] in failing
+    ended = c.runs.filter(side=found[1], state="done").exclude(error_code="cancelled")
+    assert ended.count() == 12
     assert "not a significant excess in B" in c.error_message
     assert not c.runs.filter(state__in=["queued", "running"]).exists()  # the rest cancelled
     assert c.verdicts.get(metric="failure_rate").verdict == "no-meaningful-change"
 
 
-def _b_fails(c: Comparison, rng: np.random.Generator, fail, result="failed") -> None:
+def _b_fails(
+    c: Comparison, rng: np.random.Generator, fail, result="failed", sides: str = "B"
+) -> None:
     """Finish every queued run in schedule order until none is left or the comparison
-    ends: A always ok, B as `fail(run)` says (an error code, or "" for ok)."""
+    ends: the runs of `sides` as `fail(run)` says (an error code, or "" for ok), the
+    others ok."""
     while c.state == "running" and (run := c.runs.filter(state="queued").order_by("order").first()):
-        code = fail(run) if run.side == "B" else ""
+        code = fail(run) if run.side in sides else ""
         if code:
             _finish_run(run, result, code)
         else:
@@ -294,7 +307,9 @@ def test_a_kernel_failing_7_of_31_boots_ends_reliability_regression_with_the_cou
 
 def test_host_failures_never_count_and_the_metrics_decide(look_of_24):
     c, rng = look_of_24, np.random.default_rng(16)
-    bad = set(c.runs.filter(side="B").order_by("order").values_list("pk", flat=True)[:8])
+    # Every third of B's scheduled runs (8 of 24): spread out, within B's failure budget
+    # (8 in a row would spend it: more than 60% of B's first 12 boots failed).
+    bad = set(c.runs.filter(side="B").order_by("order").values_list("pk", flat=True)[::3])
     _b_fails(c, rng, lambda run: ("infra-error", "lost")[run.index % 2] if run.pk in bad else "",
              result="incomplete")  # fmt: skip
     orchestrator.conclude_look(c.pk)
@@ -307,28 +322,49 @@ def test_host_failures_never_count_and_the_metrics_decide(look_of_24):
     assert row.details["b"]["kernel_failures"] == 0
 
 
-def test_a_slot_used_up_by_a_kernel_that_keeps_failing_ends_reliability_regression(look_of_24):
+def test_a_kernel_that_keeps_failing_spends_its_budget_and_ends_reliability_regression(
+    look_of_24,
+):
     c, rng = look_of_24, np.random.default_rng(17)
-    b_runs = list(c.runs.filter(side="B").order_by("order"))
-    bad = {r.pk for r in b_runs[:6]}
-    chain = {b_runs[0].pk}  # this slot panics at every attempt
-
-    def fail(run: Run) -> str:
-        if run.retry_of_id in chain:
-            chain.add(run.pk)
-            return "panic"
-        return "panic" if run.pk in bad else ""
-
-    _b_fails(c, rng, fail)
+    _b_fails(c, rng, lambda run: "panic")
     assert (c.state, c.result, c.error_code, c.verdict) == (
         "done", "ok", "", "reliability-regression",
     )  # fmt: skip
+    # B's 12th boot, all panicked, spends its budget; the test then finds the excess.
     assert c.error_message.startswith(
-        "reliability-regression: sync-rcu-latency kernel failures B 8/"
+        "reliability-regression: sync-rcu-latency kernel failures B 12/12 vs A 0/"
     )
-    assert "Stopped: sync-rcu-latency side B: one run slot failed 3 times" in c.error_message
+    assert ("Stopped: sync-rcu-latency side B: 12 of 12 runs failed (the budget: more than "
+            "60% of >= 12); last: panic: panic happened") in c.error_message  # fmt: skip
     assert c.verdicts.get(metric="failure_rate").verdict == "reliability-regression"
     assert not c.runs.filter(state__in=["queued", "running"]).exists()  # the rest cancelled
+
+
+def test_two_kernels_that_both_fail_10_percent_run_to_a_verdict(look_of_24):
+    """A and B both fail about 10% of boots; one of B's slots fails three times in a row,
+    which the per-slot budget (3 attempts) ended as runs-failed. The side's budget is not
+    spent, the failure test finds no excess, and the metrics decide."""
+    c, rng = look_of_24, np.random.default_rng(18)
+    chain = [c.runs.filter(side="B").order_by("order")[0].pk]  # its first 3 attempts fail
+
+    def fail(run: Run) -> str:
+        if run.retry_of_id == chain[-1] and len(chain) < 3:
+            chain.append(run.pk)
+        # A: the extra runs that pair with B's replacements fail (not replaced: A has its 24).
+        extra_a = run.side == "A" and run.order >= 48
+        return "panic" if run.pk in chain or extra_a else ""
+
+    _b_fails(c, rng, fail, sides="AB")
+    assert len(chain) == 3
+    assert c.state == "analysing", c.error_message
+    orchestrator.conclude_look(c.pk)
+    c.refresh_from_db()
+    assert (c.state, c.result, c.error_code) == ("done", "ok", "")
+    assert c.verdict not in ("", "reliability-regression")
+    row = c.verdicts.get(metric="failure_rate")
+    assert row.verdict == "no-meaningful-change"
+    assert (row.details["a"]["kernel_failures"], row.details["b"]["kernel_failures"]) == (3, 3)
+    assert (row.n_a, row.n_b) == (27, 27)  # 24 ok and 3 failed each
 
 
 def _samples(rng: np.random.Generator, scale: float) -> list[float]:
@@ -392,3 +428,87 @@ def test_queued_runs_whose_message_was_lost_are_sent_again(
         orchestrator.advance_unfinished()
     assert len(sent) == 8
     assert not c.runs.filter(dispatched_at=old).exists()
+
+
+# --- a stuck analysis ---------------------------------------------------------------------
+
+
+def _analysing(rng: np.random.Generator, nan_in: int | None = None) -> Comparison:
+    """A comparison whose 4 + 4 runs ended ok, its look sent to the analysis queue; the
+    samples of run order `nan_in` hold a NaN (a parser's bug), which the engine refuses."""
+    c = _running()
+    for run in c.runs.order_by("order"):
+        samples = _samples(rng, 1.0)
+        if run.order == nan_in:
+            samples[7] = math.nan
+        _finish_run(run, samples=samples)
+    c.refresh_from_db()
+    assert c.state == "analysing"
+    return c
+
+
+def test_an_engine_error_ends_the_comparison_analysis_failed_with_its_text_after_3_tries(
+    few_runs, settings, django_capture_on_commit_callbacks
+):
+    settings.RCUBENCH_ANALYSIS_TRIES = 3
+    c = _analysing(np.random.default_rng(21), nan_in=2)
+    for attempt in (1, 2):
+        orchestrator.conclude_look(c.pk)  # the task, as the worker runs it
+        c.refresh_from_db()
+        assert (c.state, c.analysis_tries, c.analysis_started_at) == ("analysing", attempt, None)
+        # The try ended (failed): the kick sends the look again once its message is stale.
+        Comparison.objects.filter(pk=c.pk).update(
+            analysis_sent_at=timezone.now() - timedelta(seconds=61)
+        )
+        with django_capture_on_commit_callbacks(execute=False) as sent:
+            orchestrator.advance(c.pk)
+        assert len(sent) == 1
+    orchestrator.conclude_look(c.pk)
+    c.refresh_from_db()
+    assert (c.state, c.result, c.error_code) == ("done", "failed", "analysis-failed")
+    assert c.error_message.startswith("the analysis failed 3 times; last: StatsInputError: ")
+    assert "run 2: 1 NaN value(s)" in c.error_message
+    assert not c.verdicts.exists()  # nothing half-stored
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        orchestrator.advance(c.pk)
+    assert not sent  # ended: never sent again
+
+
+def test_a_running_analysis_is_not_sent_again_until_its_worker_is_past_the_time_limit(
+    few_runs, settings, django_capture_on_commit_callbacks
+):
+    settings.RCUBENCH_ANALYSIS_TIME_LIMIT_SECONDS = 1800
+    c = _analysing(np.random.default_rng(22))
+    long_ago = timezone.now() - timedelta(seconds=600)
+    # The task started 600 s ago, was sent before that, and is still running (a slow look).
+    Comparison.objects.filter(pk=c.pk).update(
+        analysis_sent_at=long_ago - timedelta(seconds=5),
+        analysis_started_at=long_ago,
+        analysis_tries=1,
+    )
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        orchestrator.advance_unfinished()
+    assert not sent
+    # Started longer ago than the task's hard time limit: its worker died; sent again.
+    dead = timezone.now() - timedelta(seconds=1801)
+    Comparison.objects.filter(pk=c.pk).update(analysis_started_at=dead)
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        orchestrator.advance_unfinished()
+    assert len(sent) == 1
+    c.refresh_from_db()
+    assert (c.analysis_started_at, c.analysis_tries) == (None, 1)
+    # Sent, not started yet: not sent again before RCUBENCH_REDISPATCH_SECONDS.
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        orchestrator.advance(c.pk)
+    assert not sent
+
+
+def test_a_look_whose_every_try_lost_its_worker_ends_analysis_failed(few_runs, settings):
+    settings.RCUBENCH_ANALYSIS_TRIES = 3
+    c = _analysing(np.random.default_rng(23))
+    Comparison.objects.filter(pk=c.pk).update(analysis_tries=3)  # three tries started, none ended
+    orchestrator.conclude_look(c.pk)
+    c.refresh_from_db()
+    assert (c.state, c.result, c.error_code) == ("done", "failed", "analysis-failed")
+    assert c.error_message.startswith("the analysis did not finish in 3 tries")
+    assert not c.verdicts.exists()

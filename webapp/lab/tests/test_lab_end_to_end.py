@@ -119,7 +119,7 @@ def test_a_host_that_never_comes_back_is_disabled_and_the_pool_refuses_work(
         assert lab_host.state_reason.startswith(
             "sshd did not answer within 10 s after 2 power cycles (power command: virsh"
         )
-        # Its runs are replaced until the slot's attempts are used up: no host takes them.
+        # Its runs are replaced until the side's failure budget is spent: no host takes them.
         assert (c.result, c.error_code) == ("failed", "runs-failed"), c.error_message
         assert f"no enabled host of class host:{lab_host.name} in lab pool {POOL}" in (
             c.error_message)  # fmt: skip
