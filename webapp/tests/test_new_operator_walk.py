@@ -12,6 +12,7 @@ key), 4 runs a side in test mode: the fewest at which the demo's regression can 
 import re
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -58,8 +59,13 @@ def _operator_makes_ada(browser, base: str) -> None:
     pick_autocomplete(browser, row, "linux-6", DEFAULT_TREE)
     Select(row.find_element(By.CSS_SELECTOR, "select[name$='-role']")).select_by_value("submitter")
     browser.find_element(By.CSS_SELECTOR, "input[name=_continue]").click()
-    saved = _found(browser, "ul.messagelist li.success", "the admin did not say it saved")
-    assert "was changed successfully" in saved.text
+    # The page being left has a success message too ("was added"): wait for the new one,
+    # reading each message afresh (the old page's go stale as the new page loads).
+    WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: any("was changed successfully" in e.text
+                      for e in d.find_elements(By.CSS_SELECTOR, "ul.messagelist li.success")),
+        "the admin did not say it saved",
+    )  # fmt: skip
 
 
 def _submit_the_demo(browser, base: str) -> None:
