@@ -3,8 +3,8 @@
 Through the engine's own functions: stats.battery.analyse for the whole sequential
 procedure (looks at 24/48/72/96, more runs while it asks for them) and the 20-metric family,
 engine.failure_result for failure rates, engine.non_finite for NaN/inf; the stats functions
-it calls for fixed-N rates; stats.modality for the multimodality warning (imported
-lazily: its lines print SKIP while the module does not exist). One line per check: the value
+it calls for fixed-N rates; the v3 targets of the repeated CI and the multimodality
+warning from perf/stats_targets_v3.py (counts there). One line per check: the value
 +- its standard error (binomial for a rate, of the mean for runs/side), the target,
 PASS/FAIL (REF: a reference line, no target), the number of simulations and the wall time.
 Then the deterministic checks, the wall time of the full battery on one comparison of
@@ -17,9 +17,9 @@ targets within 2 points of their limit); Target.sims holds each default:
           aa-quantized (5% +- 1%: 2 SE at 2,000), aa-sequential, nested-{0,2,5}pct,
           spread-only, twenty-metrics, twenty-metrics-3bench; and the mean runs/side of
           asn-5pct and asn-10pct (SE ~0.3 runs);
-  10,000  power: power-5pct-n24, power-2pct-by96, tail-only, modality-bimodal; within 2
-          points of a limit: at-threshold (<= 2.5%), hl-coverage (94-96.5%),
-          hl-coverage-unequal (>= 93%), failure-equal (<= 1%; ~0.3%), modality-outliers (<= 5%).
+  10,000  power: power-5pct-n24, power-2pct-by96, tail-only; within 2 points of a limit:
+          at-threshold (<= 2.5%), hl-coverage (94-96.5%), hl-coverage-unequal (>= 93%),
+          failure-equal (<= 1%; ~0.3%).
 --sims N sets every count to N (smoke runs); --scale F multiplies the defaults.
 
 Permutations inside the simulations: 999 per test at fixed N (B = 999 keeps p-values
@@ -49,6 +49,7 @@ from scipy import stats as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from perf import stats_targets_v3
 from stats import defaults, methods, tails
 from stats import verdicts as E
 from stats.battery import analyse
@@ -62,7 +63,6 @@ N_BOOT, PERM_SHAPE = 10, 99  # cluster bootstrap and Anderson-Darling: not what 
 CV = 0.05
 RATE_SIMS = 2_000  # STATS.md: rates near 5%
 PRECISE_SIMS = 10_000  # STATS.md: power, and targets within 2 points of their limit
-MODALITY = "stats.modality"  # being written: its targets SKIP while it is missing
 
 Sim = Callable[[str, int], list[float]]
 Runs = np.ndarray | Sequence[np.ndarray]  # one value per run, or each run's samples
@@ -284,18 +284,6 @@ def failure_equal(name: str, i: int) -> list[float]:
     return [float(flagged[0]), float(any(flagged[:2])), float(any(flagged))]
 
 
-def modality(gen: Callable[[np.random.Generator, int], np.ndarray]) -> Sim:
-    """Is one side of 24 runs from `gen` flagged multimodal? (The module is imported here,
-    not at the top: it may not exist yet, and then run_target prints SKIP.)"""
-
-    def one(name: str, i: int) -> list[float]:
-        test = importlib.import_module(MODALITY).multimodality
-        rng = _rng(name, i)
-        return [float(test(gen(rng, 24)).multimodal)]
-
-    return one
-
-
 # Pooled-sample Mann-Whitney on 24 x 100 clustered samples: STATS.md's figures, +- a few
 # points (the design effect 1 + 99 ICC, with this within-run spread, predicts 12.8% and
 # 37.9%); with no run effect it must stay near 5%.
@@ -406,12 +394,10 @@ TARGETS = (
         _ref("equal failure rates (10% both): flagged at any look up to 48 attempts/side", 1),
         _ref("equal failure rates (10% both): flagged at any look up to 96 attempts/side", 2),
     ), PRECISE_SIMS),
-    Target("modality-outliers", modality(outliers),
-           (Check("multimodality warning on unimodal sides with 5% outliers, 24 runs", 0,
-                  hi=5.0),), PRECISE_SIMS, f"{MODALITY}:multimodality"),
-    Target("modality-bimodal", modality(bimodal),
-           (Check("multimodality warning on the bimodal case (30% of runs 8% slower), "
-                  "24 runs", 0, lo=80.0),), PRECISE_SIMS, f"{MODALITY}:multimodality"),
+    # STATS.md v3: the repeated CI at the first look, the multimodality warning (v2's pair
+    # replaced); perf/stats_targets_v3.py.
+    *stats_targets_v3.targets(Target, Check, {"outliers": outliers, "quantized": quantized},
+                              RATE_SIMS, PRECISE_SIMS),
 )  # fmt: skip
 
 
