@@ -252,15 +252,19 @@ def test_the_report_draws_every_run_level_statistic_in_run_order_and_as_an_ecdf(
     # The figures of one latency metric as the report page gets them (HTML, no database):
     # the pooled ECDF, then per-run p50, mean and p90 each in run order beside its ECDF,
     # then the histogram; a single-value metric gets its value's.
-    # A function-local import: sections reads the database, the rest of this module not.
+    # Function-local imports: sections reads the database, the rest of this module not.
+    from webapp.comparisons.models import Comparison
     from webapp.reports import sections
 
     runs = [RunValues(side, 2 * i + (side == "B"), i, [base + 0.01 * k + 0.1 * i
                                                       for k in range(10)])
             for side, base in (("A", 6.0), ("B", 6.6)) for i in range(3)]  # fmt: skip
     spec = BENCHMARKS["sync-rcu-latency"].spec
+    # An unsaved comparison has no builds: no HZ, so no jiffy histogram here (its own tests
+    # are in test_jiffy_figures.py).
+    nobuilds = Comparison()
     got = sections._metric_figures("sync-rcu-latency", "writer_duration",
-                                   sections._MetricData("ms", runs), spec)  # fmt: skip
+                                   sections._MetricData("ms", runs), spec, nobuilds)  # fmt: skip
     assert len(got.figures) == 5
     titles = ["per-run median", "per-run mean", "per-run p90"]
     for html, title in zip(got.figures[1:4], titles, strict=True):
@@ -272,6 +276,6 @@ def test_the_report_draws_every_run_level_statistic_in_run_order_and_as_an_ecdf(
     assert "6.881" not in got.figures[1]
     single = sections._metric_figures("sync-rcu-latency", "gps",
                                       sections._MetricData("", [RunValues("A", 0, 0, [9.0])]),
-                                      spec)  # fmt: skip
+                                      spec, nobuilds)  # fmt: skip
     assert len(single.figures) == 2
     assert "gps: per-run value" in single.figures[1]
