@@ -56,8 +56,9 @@ def test_report_lists_verdicts_primary_first_then_by_severity(client, done_compa
 def test_done_report_has_figures_reproducer_runs_and_downloads(client, done_comparison):
     c = done_comparison
     html = _page(client, c)
-    # writer_duration: ECDF, per run, histogram, jiffy histogram; gps: ECDF, per run.
-    assert html.count('class="plotly-graph-div"') == 6
+    # writer_duration: ECDF, per-run p50, mean and p90, histogram, jiffy histogram; gps:
+    # ECDF, per run.
+    assert html.count('class="plotly-graph-div"') == 8
     js = reverse("reports:plotly-js", args=[plotly.__version__])
     assert f'<script src="{js}"></script>' in html
     assert "cdn" not in html.lower()
