@@ -1,17 +1,19 @@
 """Calibration of the multimodality warning (stats/modality.py) by simulation.
 
 Default: for each data model of perf/stats_simulation.py (and two harsher unimodal ones),
-the share of simulated sides on which `modality.multimodality` fires, at n = 24 (and 48, 96),
-with a PASS/FAIL line against STATS.md v2: <= 5% on every unimodal model, >= 80% on the
-bimodal model (30% of runs 8% slower) at 24 runs. Then the wall time of one call.
+the share of simulated sides on which `modality.multimodality` fires, at n = 24, 48 and 96
+(the bimodal model also at 36), with a PASS/FAIL line against STATS.md v3: <= 3% on every
+unimodal model at each n (the skewed-in-logs gamma model included), >= 60% / 80% / 90% on
+the bimodal model (30% of runs 8% slower) at 24 / 36 / 48 runs. Then the wall time of one
+call. perf/stats_simulation.py runs the same targets at STATS.md's counts.
 
 --table: recompute the module's null table (quantiles of the likelihood-ratio statistic on
 standard-normal samples, per n), seeded, and print it as Python to paste into the module.
 
-The bimodal target at 24 runs is out of reach of any test that keeps the unimodal rates at
-or below 5%: the most powerful invariant test, told the exact mixture shape, detects ~81% at
-exactly 5% false alarms; this general test ~71% at 5% and ~62% at the module's ALPHA 0.03
-(it reaches ~95% at 48 runs). So the default run ends on FAIL for that one line, by design.
+v2's bimodal target (80% at 24 runs) was out of reach of any test that keeps the unimodal
+rates at or below 5% (the most powerful invariant test, told the exact mixture shape,
+detects ~81% at exactly 5%); v3 replaced it. The gamma model's <= 3% is not reached (16-31%),
+so the default run ends on FAIL for that line.
 
 Run: .venv/bin/python perf/modality_calibration.py [--sims 2000] [--table [--reps 40000]]
 One process, one core (the module is vectorised NumPy): about 1 minute of CPU at 2000.
@@ -32,6 +34,7 @@ from perf.stats_simulation import bimodal, lognormal, outliers, quantized
 from stats import modality
 
 SEED = 20261124
+BIMODAL_GOALS = {24: 0.60, 36: 0.80, 48: 0.90}  # STATS.md v3
 Gen = Callable[[np.random.Generator, int], np.ndarray]
 
 
@@ -54,16 +57,16 @@ def heavy_tails(rng: np.random.Generator, n: int) -> np.ndarray:
     return 1000 * np.exp(0.03 * rng.standard_t(3, n))
 
 
-# name, generator, sizes, target kind ("le" <= 5% or "ge" >= 80%), in the target list?
+# name, generator, sizes, target kind ("le" <= 3% or "ge": BIMODAL_GOALS), a v3 target?
 MODELS: tuple[tuple[str, Gen, tuple[int, ...], str, bool], ...] = (
     ("unimodal lognormal CV 5%", lognormal, (24, 48, 96), "le", True),
     ("unimodal lognormal CV 2%", cv2, (24, 48, 96), "le", True),
     ("5% Pareto(1.5) outliers", outliers, (24, 48, 96), "le", True),
     ("4 kB-quantised, ties", quantized, (24, 48, 96), "le", True),
     ("skewed lognormal sigma 0.3", skewed, (24, 48, 96), "le", True),
-    ("skewed in logs (gamma)", skewed_in_logs, (24, 48, 96), "le", False),
+    ("skewed in logs (gamma)", skewed_in_logs, (24, 48, 96), "le", True),
     ("heavy tails (t3 in logs)", heavy_tails, (24, 48, 96), "le", False),
-    ("bimodal 30% 8% slower", bimodal, (24, 48, 96), "ge", True),
+    ("bimodal 30% 8% slower", bimodal, (24, 36, 48, 96), "ge", True),
 )
 
 
@@ -85,12 +88,13 @@ def rates(sims: int) -> bool:
         t0 = time.perf_counter()
         got = {n: rate(gen, n, sims, key) for n in sizes}
         cells = " ".join(f"{got[n]:7.1%}" for n in (24, 48, 96))
+        cells += f" (n=36: {got[36]:.1%})" if 36 in got else ""
         if kind == "le":
-            passed = all(v <= 0.05 for v in got.values())
-            goal = "<= 5% at every n"
+            passed = all(v <= 0.03 for v in got.values())
+            goal = "<= 3% at every n"
         else:
-            passed = got[24] >= 0.80
-            goal = ">= 80% at n=24"
+            passed = all(got[n] >= g for n, g in BIMODAL_GOALS.items())
+            goal = ">= 60/80/90% at n=24/36/48"
         verdict = ("PASS" if passed else "FAIL") if target else ("ok" if passed else "over")
         extra = "" if target else " (extra model, not a STATS.md target)"
         print(f"{name:34} {cells}  {goal}: {verdict}{extra}  "

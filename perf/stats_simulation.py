@@ -6,8 +6,8 @@ Through the engine's own functions: stats.battery.analyse for the whole sequenti
 procedure (looks at 24/48/72/96, more runs while it asks for them) and the 20-metric family,
 engine.failure_result for failure rates (and perf/_failure_sims.py replaying the
 orchestrator's replacements and failure budget), engine.non_finite for NaN/inf; the stats functions
-it calls for fixed-N rates; stats.modality for the multimodality warning (imported
-lazily: its lines print SKIP while the module does not exist). One line per check: the value
+it calls for fixed-N rates; the v3 targets of the repeated CI and the multimodality
+warning from perf/stats_targets_v3.py (counts there). One line per check: the value
 +- its standard error (binomial for a rate, of the mean for runs/side), the target,
 PASS/FAIL (REF: a reference line, no target), the number of simulations and the wall time.
 Then the deterministic checks, the wall time of the full battery on one comparison of
@@ -20,12 +20,12 @@ targets within 2 points of their limit); Target.sims holds each default:
           aa-quantized (5% +- 1%: 2 SE at 2,000), aa-sequential, nested-{0,2,5}pct,
           spread-only, twenty-metrics, twenty-metrics-3bench; and the mean runs/side of
           asn-5pct and asn-10pct (SE ~0.3 runs);
-  10,000  power: power-5pct-n24, power-2pct-by96, tail-only, modality-bimodal; within 2
-          points of a limit: at-threshold (<= 2.5%), hl-coverage (94-96.5%),
-          hl-coverage-unequal (>= 93%), failure-equal (<= 1%; ~0.3%), modality-outliers (<= 5%),
-          failure-budget-10pct and -25pct (Spec v3: two kernels both failing 10% or 25% of
-          boots through the orchestrator's scheduling rule, perf/_failure_sims.py: ended
-          runs-failed <= 1% and <= 5%; flagged at 10% <= 1%).
+  10,000  power: power-5pct-n24, power-2pct-by96, tail-only; within 2 points of a limit:
+          at-threshold (<= 2.5%), hl-coverage (94-96.5%), hl-coverage-unequal (>= 93%),
+          failure-equal (<= 1%; ~0.3%), failure-budget-10pct and -25pct (Spec v3: two
+          kernels both failing 10% or 25% of boots through the orchestrator's scheduling
+          rule, perf/_failure_sims.py: ended runs-failed <= 1% and <= 5%; flagged at 10%
+          <= 1%).
 --sims N sets every count to N (smoke runs); --scale F multiplies the defaults.
 
 Permutations inside the simulations: 999 per test at fixed N (B = 999 keeps p-values
@@ -53,9 +53,10 @@ from scipy import stats as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from perf import stats_targets_v3
 from perf._failure_sims import LOOKS, failure_budget, failure_equal
 from perf._sim_rules import RULES_TARGETS
-from perf._sim_targets import PRECISE_SIMS, Check, Sim, Target
+from perf._sim_targets import PRECISE_SIMS, RATE_SIMS, Check, Sim, Target
 from perf._sim_targets import ref as _ref
 from perf.jiffy_simulation import jiffy_targets
 from stats import defaults, methods, tails
@@ -69,7 +70,6 @@ PERM = 999  # permutations per test at fixed N
 SEQ_PERM = 2 * PERM + 1  # in the sequential procedure
 N_BOOT, PERM_SHAPE = 10, 99  # cluster bootstrap and Anderson-Darling: not what is measured
 CV = 0.05
-MODALITY = "stats.modality"  # being written: its targets SKIP while it is missing
 
 Runs = np.ndarray | Sequence[np.ndarray]  # one value per run, or each run's samples
 
@@ -268,18 +268,6 @@ def failures(sim: Callable[..., list[float]], *rates: float) -> Sim:
     return lambda name, i: sim(_rng(name, i), *rates)
 
 
-def modality(gen: Callable[[np.random.Generator, int], np.ndarray]) -> Sim:
-    """Is one side of 24 runs from `gen` flagged multimodal? (The module is imported here,
-    not at the top: it may not exist yet, and then run_target prints SKIP.)"""
-
-    def one(name: str, i: int) -> list[float]:
-        test = importlib.import_module(MODALITY).multimodality
-        rng = _rng(name, i)
-        return [float(test(gen(rng, 24)).multimodal)]
-
-    return one
-
-
 # Pooled-sample Mann-Whitney on 24 x 100 clustered samples: STATS.md's figures, +- a few
 # points (the design effect 1 + 99 ICC, with this within-run spread, predicts 12.8% and
 # 37.9%); with no run effect it must stay near 5%.
@@ -370,12 +358,10 @@ TARGETS = (
                                              "flagged reliability-regression", 1),
         _ref(f"kernels both failing {pct}%, scheduled: ended runs-failed at the first look", 2),
     ), PRECISE_SIMS) for pct, hi in ((10, 1.0), (25, 5.0))),
-    Target("modality-outliers", modality(outliers),
-           (Check("multimodality warning on unimodal sides with 5% outliers, 24 runs", 0,
-                  hi=5.0),), PRECISE_SIMS, f"{MODALITY}:multimodality"),
-    Target("modality-bimodal", modality(bimodal),
-           (Check("multimodality warning on the bimodal case (30% of runs 8% slower), "
-                  "24 runs", 0, lo=80.0),), PRECISE_SIMS, f"{MODALITY}:multimodality"),
+    # STATS.md v3: the repeated CI at the first look, the multimodality warning (v2's pair
+    # replaced); perf/stats_targets_v3.py.
+    *stats_targets_v3.targets(Target, Check, {"outliers": outliers, "quantized": quantized},
+                              RATE_SIMS, PRECISE_SIMS),
     *jiffy_targets(Target, Check, _rng, PRECISE_SIMS),  # v3: grace periods in jiffies
     *RULES_TARGETS,  # STATS.md v3's verdict rules (perf/_sim_rules.py)
 )  # fmt: skip

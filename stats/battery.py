@@ -14,7 +14,8 @@ statistic:
   - tail statistics of latencies (pooled p99 and max): ratio B/A, p from permuting whole
     runs between sides, a cluster-bootstrap CI for p99 at the look where the comparison
     ends, at its level (none for the max; tails.py);
-  - warnings: drift that differs between the sides, ties, multimodality (modality.py),
+  - warnings: drift that differs between the sides, ties, multimodality of every
+    run-level statistic (modality.py),
     shape (k-sample Anderson-Darling by permutation; diagnostics.py), too few samples for
     p99;
   - Holm across the benchmarks' primary metrics, each step at its own level's sequential
@@ -83,8 +84,7 @@ def metric_results(
     resolve = resolve or Resolve.of([m], design, look)
     statistics = run_level_statistics(m)
     primaries = primary_statistics(m)
-    out = [_run_level(m, s, s in primaries, design, look, resolve,
-                      modality=s == statistics[0]) for s in statistics]  # fmt: skip
+    out = [_run_level(m, s, s in primaries, design, look, resolve) for s in statistics]
     out += [_tail(m, s, q, design, look, resolve) for s, q in tails_of(m).items()]
     return out
 
@@ -109,10 +109,11 @@ def _threshold(m: MetricInput, design: Design) -> tuple[float, bool]:
 
 def _run_level(
     m: MetricInput, statistic: str, primary: bool, design: Design, look: int,
-    resolve: Resolve, *, modality: bool = False,
+    resolve: Resolve,
 ) -> StatResult:  # fmt: skip
-    """A run-level statistic's battery; `modality`: test each side for several modes (on
-    one statistic per metric: one warning, not three, for one metric's runs)."""
+    """A run-level statistic's battery, each side tested for several modes: every
+    run-level statistic the report shows is (a p90 can split into modes where the p50
+    does not; STATS.md v3)."""
     what = f"{m.benchmark}/{m.name}"
     a, b = side_values(m, statistic, what)
     m = statistic_input(m, statistic)  # its unit and threshold (a tail share's: points)
@@ -161,7 +162,7 @@ def _run_level(
     if not math.isfinite(bm.statistic):  # JSON has no inf: W is None, and this says which
         details["statistic_w_undefined"] = (f"W is {bm.statistic:+}: no rank variance within "
                                             "either side (complete separation)")  # fmt: skip
-    warnings += _warnings(m, a, b, bm.p_value, p_shape, design, details, modality)
+    warnings += _warnings(m, a, b, bm.p_value, p_shape, design, details)
     warnings += _undefined_cross_checks(a, b, mood, sign)
     return StatResult(
         benchmark=m.benchmark, metric=m.name, unit=m.unit, statistic=statistic,
@@ -262,7 +263,7 @@ def _mde(sd: float, n_a: int, n_b: int, design: Design, primary: bool) -> float:
 
 def _warnings(
     m: MetricInput, a: np.ndarray, b: np.ndarray, p: float, p_shape: float, design: Design,
-    details: dict[str, object], modality: bool,
+    details: dict[str, object],
 ) -> list[str]:  # fmt: skip
     out = []
     if len(a) >= 4 and len(b) >= 4:
@@ -274,14 +275,13 @@ def _warnings(
         if d.p_value < 0.01:
             out.append(f"drift: the sides trend differently with run order (Spearman rho A "
                        f"{d.rho_a:+.2f}, B {d.rho_b:+.2f}; p {d.p_value:.2g})")  # fmt: skip
-    if modality:
-        for side, values in (("A", a), ("B", b)):
-            t = multimodality(values)
-            details[f"modality_{side.lower()}"] = {"multimodal": t.multimodal,
-                                                   "statistic": t.statistic, "p": t.p_value,
-                                                   "method": t.method}  # fmt: skip
-            if t.multimodal:
-                out.append(f"multimodal? side {side}: {t.detail}")
+    for side, values in (("A", a), ("B", b)):
+        t = multimodality(values)
+        details[f"modality_{side.lower()}"] = {"multimodal": t.multimodal,
+                                               "statistic": t.statistic, "p": t.p_value,
+                                               "method": t.method}  # fmt: skip
+        if t.multimodal:
+            out.append(f"multimodal? side {side}: {t.detail}")
     tied = diagnostics.tied_fraction(np.r_[a, b])
     details["tied_fraction"] = tied
     if tied > 0.25:

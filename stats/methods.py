@@ -14,15 +14,16 @@ This module holds what every method shares and the run-level tests: the input ch
 its count raised until the boundary a result may be held to is resolved: adaptive_perm_p);
 the rank tests on one value per run (Brunner-Munzel with a studentized permutation p, the
 primary test; Mann-Whitney, Mood's median test and the sign test alongside) with
-P(B > A) and Cliff's delta; the Hodges-Lehmann shift with its CI from inverting
-Brunner-Munzel; and failure rates (the kernel's failures counted apart from the host's,
-Boschloo's exact test of an excess in B, its level at each look). The other methods follow
-the same rules: tails.py (the pooled p99 and maximum of latencies, whole runs permuted and
-resampled), diagnostics.py (shape, drift and ties, behind the warnings) and sequential.py
-(multiplicity and the group-sequential boundaries).
+P(B > A) and Cliff's delta; the Hodges-Lehmann shift with its CI from inverting the
+Brunner-Munzel permutation test; and failure rates (the kernel's failures counted apart
+from the host's, Boschloo's exact test of an excess in B, its level at each look). The
+other methods follow the same rules: tails.py (the pooled p99 and maximum of latencies,
+whole runs permuted and resampled), diagnostics.py (shape, drift and ties, behind the
+warnings) and sequential.py (multiplicity and the group-sequential boundaries).
 """
 
 import math
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -195,20 +196,6 @@ class PermTest:
     n_perm: int | None = None  # relabellings behind a PERMUTATION p
 
 
-def _bm_t_pvalue(w: float, labels: Array, h: Array) -> float:
-    """Two-sided p of the observed W (the first row of labels) from Brunner and Munzel's t
-    approximation, with Welch-Satterthwaite degrees of freedom. Used to invert the test
-    into a CI for the shift, not as a reported p."""
-    if math.isinf(w):
-        return 0.0
-    _, _, va_row, vb_row, n_a, n_b = _bm_terms(np.atleast_2d(labels)[:1], h)
-    va, vb = float(va_row[0]), float(vb_row[0])
-    if va + vb == 0:
-        return 1.0
-    df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
-    return float(2 * st.t.sf(abs(w), df))
-
-
 def brunner_munzel(
     a: ArrayLike, b: ArrayLike, *, n_perm: int = 9999, resolve: float | None = None,
     rng: np.random.Generator,
@@ -320,17 +307,24 @@ class Shift:
 
 
 def hodges_lehmann(
-    a: ArrayLike, b: ArrayLike, *, confidence: float = 0.95, relative: bool = True
-) -> Shift:
+    a: ArrayLike, b: ArrayLike, *, confidence: float = 0.95, relative: bool = True,
+    rng: np.random.Generator | None = None,
+) -> Shift:  # fmt: skip
     """Hodges-Lehmann shift of B against A, with the CI from inverting Brunner-Munzel.
 
     relative: on log values, reported as a % change (exp(d) - 1); needs positive values.
     Otherwise the plain difference B - A in the metric's unit (memory in kB, counts).
 
-    The CI is the set of shifts d for which Brunner-Munzel (t approximation) does not
-    reject A against B - d at 1 - confidence. Unlike the Mann-Whitney order-statistic CI,
-    it stays valid when the sides' spreads and sizes differ (that CI covered 87.6% at 24 vs
-    12 runs with 4x spread; STATS.md v2). Its ends are pairwise differences.
+    The CI is the set of shifts d for which the studentized Brunner-Munzel permutation
+    test (as brunner_munzel) does not reject A against B - d at 1 - confidence: at a look's
+    level (99.93% at the first) the t approximation's tails are far too thin (STATS.md v3),
+    so each end is found by bisection over the pairwise differences, every step a
+    permutation test with enough relabellings to resolve 1 - confidence (_ShiftTest).
+    Unlike the Mann-Whitney order-statistic CI, it stays valid when the sides' spreads and
+    sizes differ (that CI covered 87.6% at 24 vs 12 runs with 4x spread; STATS.md v2).
+    Its ends are pairwise differences. `rng`: the relabellings' source; by default seeded
+    from the values, so the same data always give the same CI (the repeated CI is
+    recomputed from stored values at each look).
     """
     xa, xb = as_values(a, "side A", min_n=2), as_values(b, "side B", min_n=2)
     if relative:
@@ -339,37 +333,110 @@ def hodges_lehmann(
         xa, xb = np.log(xa), np.log(xb)
     d = np.unique(xb[None, :] - xa[:, None])  # sorted candidate shifts
     est = float(np.median(xb[None, :] - xa[:, None]))
-    lo, hi = _bm_interval(xa, xb, d, est, 1 - confidence)
+    test = _ShiftTest(xa, xb, 1 - confidence, rng or _data_rng(xa, xb))
+    lo, hi = _bm_interval(d, est, test.accepts)
     if relative:
         est, lo, hi = (100 * math.expm1(v) for v in (est, lo, hi))
         return Shift(est, lo, hi, relative=True)
     return Shift(est, lo, hi, relative=False)
 
 
-def _bm_shift_p(xa: Array, xb: Array, shift: float) -> float:
-    """Brunner-Munzel's t-approximation p of A against B - shift."""
-    z = np.r_[xa, xb - shift]
-    h = _heaviside_matrix(z)
-    labels = _observed(xa.size, xb.size)
-    return _bm_t_pvalue(float(_bm_statistic(labels, h)[0]), labels, h)
+def _data_rng(xa: Array, xb: Array) -> np.random.Generator:
+    """A generator seeded from the values themselves: a CI is a function of its data."""
+    return np.random.default_rng([zlib.crc32(xa.tobytes()), zlib.crc32(xb.tobytes())])
 
 
-def _bm_interval(xa: Array, xb: Array, d: Array, est: float, alpha: float) -> tuple[float, float]:
-    """The lowest and highest candidate shifts in d that Brunner-Munzel accepts at alpha,
-    by bisection on each side of the estimate (p falls away from it on both sides)."""
+# Relabellings behind each end of a CI: enough for EXCEEDANCES_AT_BOUNDARY beyond its
+# level, at least CI_MIN (a 95% CI's ends would otherwise rest on 200) and at most CI_MAX
+# (resolves 1 - 5e-4: a primary's first look and every later one; ~20 tests per CI cost
+# a second or two at 24 runs per side). Past it (a secondary's first looks under power
+# spending, Holm over 2+ primaries at the first look) the test stays valid, as a
+# permutation p is for any count, and the CI errs wide.
+CI_MIN_PERMUTATIONS = 999
+CI_MAX_PERMUTATIONS = 20_000
+_CI_CHUNK = 2_000  # relabellings per step of a test that may stop early
+_CI_CACHE = 4_000_000  # label-matrix cells kept between the bisection's steps (32 MB)
+
+
+class _ShiftTest:
+    """Does the studentized Brunner-Munzel permutation test accept A against B - shift at
+    `alpha`? One set of relabellings (count: permutations_to_resolve(alpha), at least
+    CI_MIN_PERMUTATIONS, at most CI_MAX_PERMUTATIONS) serves every shift, so the bisection
+    compares like with like. A test stops as soon as enough relabellings lie beyond the
+    observed |W| for p = (1 + beyond) / (1 + count) to exceed alpha whatever the rest
+    show: shifts well inside the CI cost a few thousand relabellings; only rejections and
+    the ends themselves cost the full count."""
+
+    def __init__(self, xa: Array, xb: Array, alpha: float, rng: np.random.Generator) -> None:
+        self.xa, self.xb = xa, xb
+        self.count = min(max(permutations_to_resolve(alpha), CI_MIN_PERMUTATIONS),
+                         CI_MAX_PERMUTATIONS)  # fmt: skip
+        self.enough = math.floor(alpha * (1 + self.count) - 1) + 1  # beyond: p > alpha
+        self.seed = int(rng.integers(2**63))
+        self.keep = self.count * (xa.size + xb.size) <= _CI_CACHE
+        self.cached: list[Array] = []
+
+    def _chunk(self, k: int) -> Array:
+        """The k-th block of relabellings: the same at every shift (cached or redrawn)."""
+        if k < len(self.cached):
+            return self.cached[k]
+        rows = min(_CI_CHUNK, self.count - k * _CI_CHUNK)
+        labels = _label_matrix(self.xa.size, self.xb.size, rows,
+                               np.random.default_rng([self.seed, k]))  # fmt: skip
+        if self.keep:
+            self.cached.append(labels)
+        return labels
+
+    def accepts(self, shift: float) -> bool:
+        h = _heaviside_matrix(np.r_[self.xa, self.xb - shift])
+        w = float(_bm_abs_w(_observed(self.xa.size, self.xb.size), h)[0])
+        if w == 0.0:  # p is 1 (as brunner_munzel says)
+            return True
+        beyond = 0
+        for k in range(math.ceil(self.count / _CI_CHUNK)):
+            beyond += int((_bm_abs_w(self._chunk(k), h) >= w - 1e-12).sum())
+            if beyond >= self.enough:
+                return True
+        return False
+
+
+def _bm_abs_w(labels: Array, h: Array) -> Array:
+    """|W| of _bm_statistic per row of `labels`, with half its array passes: the CI runs
+    it on every relabelling at ~10 shifts per end. With G = labels @ H^T, an A run's
+    placement is R - 1/2 - G and a B run's is G, and each side's sum of squared deviations
+    is the sum of squares less n times the squared mean deviation."""
+    n_a = float(labels[0].sum())
+    n_b = labels.shape[1] - n_a
+    pooled = 0.5 + h.sum(axis=1)
+    g = labels @ h.T
+    sum_a = labels @ pooled
+    mean_a, mean_b = sum_a / n_a, (pooled.sum() - sum_a) / n_b
+    c_a, c_b = mean_a - (n_a + 1) / 2, mean_b - (n_b + 1) / 2
+    q = pooled - 0.5 - g
+    g2 = g * g
+    ss_a = np.einsum("ij,ij->i", labels, q * q) - n_a * c_a**2
+    ss_b = g2.sum(axis=1) - np.einsum("ij,ij->i", labels, g2) - n_b * c_b**2
+    v = n_a * ss_a / (n_a - 1) + n_b * ss_b / (n_b - 1)
+    # Rank sums are multiples of 1/2: a variance below 1e-6 is 0 left by rounding.
+    v = np.where(v < 1e-6, 0.0, v)
+    num = np.abs(n_a * n_b * (mean_b - mean_a))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = np.where(v > 0, num / ((n_a + n_b) * np.sqrt(v)), np.where(num == 0, 0.0, np.inf))
+    return np.asarray(w, dtype=np.float64)
+
+
+def _bm_interval(d: Array, est: float, accepted: Callable[[float], bool]) -> tuple[float, float]:
+    """The lowest and highest candidate shifts in d that the test accepts, by bisection
+    on each side of the estimate (p falls away from it on both sides)."""
     mid = int(np.searchsorted(d, est))
-
-    def accepted(i: int) -> bool:
-        return _bm_shift_p(xa, xb, float(d[i])) > alpha
-
     lo_bad, lo_ok = -1, min(mid, d.size - 1)  # d[lo_bad] rejected (or none), d[lo_ok] not
     while lo_ok - lo_bad > 1:
         m = (lo_bad + lo_ok) // 2
-        lo_ok, lo_bad = (m, lo_bad) if accepted(m) else (lo_ok, m)
+        lo_ok, lo_bad = (m, lo_bad) if accepted(float(d[m])) else (lo_ok, m)
     hi_ok, hi_bad = max(mid - 1, 0), d.size
     while hi_bad - hi_ok > 1:
         m = (hi_ok + hi_bad) // 2
-        hi_ok, hi_bad = (m, hi_bad) if accepted(m) else (hi_ok, m)
+        hi_ok, hi_bad = (m, hi_bad) if accepted(float(d[m])) else (hi_ok, m)
     return float(min(d[lo_ok], est)), float(max(d[hi_ok], est))
 
 

@@ -100,6 +100,53 @@ def test_hodges_lehmann_ci_brackets_a_known_shift(rng):
     assert shift.high - shift.low < 4.0
 
 
+def test_the_ci_inverts_the_permutation_test_not_the_t_approximation():
+    # 5 vs 5 runs, completely separated: the t approximation's p is 0, so a CI from it
+    # stops short of the separating shifts. No labelling of 10 runs is rarer than 2 in
+    # C(10, 5) = 252, so the permutation test cannot reject at 0.1%: its 99.9% CI spans
+    # every pairwise difference.
+    a, b = [1.0, 2.0, 3.0, 4.0, 5.0], [11.0, 12.0, 13.0, 14.0, 15.0]
+    shift = methods.hodges_lehmann(a, b, confidence=0.999, relative=False)
+    assert (shift.low, shift.estimate, shift.high) == (6.0, 10.0, 14.0)
+    # At 95% it can (2/252 < 0.05): the CI stops inside, at shifts the test accepts.
+    narrow = methods.hodges_lehmann(a, b, confidence=0.95, relative=False)
+    assert 6.0 < narrow.low < 10.0 < narrow.high < 14.0
+    for end in (narrow.low, narrow.high):
+        test = methods.brunner_munzel(a, np.array(b) - end, n_perm=20_000,
+                                      rng=np.random.default_rng(1))  # fmt: skip
+        assert test.p_value > 0.05
+
+
+def test_the_ci_ends_are_where_the_permutation_test_turns(rng):
+    # 24 vs 12 runs, 4x spread, at the first look's level: the end is accepted and the
+    # next pairwise difference beyond it rejected, by the same relabellings.
+    xa, xb = np.log(rng.lognormal(0, 0.05, 24)), np.log(rng.lognormal(0.05, 0.2, 12))
+    alpha = 7.03e-4
+    shift = methods.hodges_lehmann(xa, xb, confidence=1 - alpha, relative=False,
+                                   rng=np.random.default_rng(3))  # fmt: skip
+    test = methods._ShiftTest(xa, xb, alpha, np.random.default_rng(3))
+    assert test.count == methods.permutations_to_resolve(alpha)  # 10 beyond the level
+    d = np.unique(xb[None, :] - xa[:, None])
+    lo, hi = np.searchsorted(d, [shift.low, shift.high])
+    assert test.accepts(d[lo])
+    assert test.accepts(d[hi])
+    assert not test.accepts(d[lo - 1])
+    assert not test.accepts(d[hi + 1])
+    # The same data give the same CI (relabellings seeded from the values by default).
+    again = methods.hodges_lehmann(xa, xb, confidence=1 - alpha, relative=False)
+    assert again == methods.hodges_lehmann(xa, xb, confidence=1 - alpha, relative=False)
+
+
+def test_the_cis_fast_statistic_is_brunner_munzels_w(rng):
+    for z, n_a in ((np.round(rng.normal(0, 1, 40), 1), 24),  # ties
+                   (np.r_[np.arange(24.0), np.arange(12.0) + 50], 24),  # separation
+                   (np.full(20, 3.0), 10)):  # constant  # fmt: skip
+        h = methods._heaviside_matrix(z)
+        labels = methods._with_relabellings(n_a, z.size - n_a, 300, rng)
+        want = np.abs(methods._bm_statistic(labels, h))
+        np.testing.assert_allclose(methods._bm_abs_w(labels, h), want, rtol=1e-12)
+
+
 def test_hodges_lehmann_relative_refuses_non_positive():
     with pytest.raises(methods.StatsInputError, match="positive"):
         methods.hodges_lehmann([0.0, 1.0], [1.0, 2.0])

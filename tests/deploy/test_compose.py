@@ -22,10 +22,11 @@ kernel took 11 min on a fresh machine (its ccache, copied from the host's, misse
 holds while the image's compiler is the host's (part of the key); otherwise the stack builds
 them itself, and says so. Its build sandbox is proven by a step of its own.
 
-Time (2 cores): the app image dominates a first run. 4 runs a side in test mode
+Time (2 cores): the app image dominates a first run. 5 runs a side in test mode
 (RCUBENCH_ALLOW_FEW_RUNS): the fewest at which the demo's regression can be a verdict (B's
-runs all above A's give a permutation p of 2/70 = 0.029, below the primary alpha of 0.045;
-3 a side give 2/20), where the demo's own 24 took 48 boots (~5 min). The default tree is a
+runs all above A's give a permutation p of 2/252 = 0.008, below Holm's first step over
+sync-rcu-latency's two co-primaries, the p50 and the tail share: 0.045 / 2; 4 a side give
+2/70 = 0.029), where the demo's own 24 took 48 boots (~5 min). The default tree is a
 shared clone of the host's (its objects bind-mounted read-only, nothing copied)."""
 
 import json
@@ -57,7 +58,7 @@ IMAGE_UID = 10001  # the image's user (Dockerfile), owner of the data directory
 APP_IMAGE = "rcubench-compose/rcubench:test"
 BASE_TAG = "v6.12.117-debian"
 DEMO_MBOX = "demo/0001-rcu-fqs-one-more-jiffy-demo.mbox"
-DEMO_RUNS = 4  # per side (see above)
+DEMO_RUNS = 5  # per side (see above)
 HEALTHY_WITHIN = 180.0  # seconds from `up` to a healthy web container
 # Seconds: 8 runs (~1 min) with the suite's kernels; two cold kernels (~11 min each on a
 # fresh machine) where the image's compiler is not the host's.

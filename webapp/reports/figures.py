@@ -11,8 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from benchmarks.spec import FigureSpec
+from stats.inputs import RunSamples, run_values
 
 SIDES = ("A", "B")
 # Okabe-Ito blue and vermillion: distinguishable with the common colour-vision deficiencies.
@@ -137,30 +139,52 @@ def ecdf_view(
     return lo - pad, hi + pad
 
 
-def runs_figure(title: str, unit: str, runs: Sequence[RunValues]) -> go.Figure:
-    """Each run's value against its position in the run schedule, A and B coloured, with a
-    dotted line at each side's median: drift over the comparison's time shows as a slope."""
-    fig = go.Figure()
-    many = any(len(r.samples) > 1 for r in runs)
+# What each run-level statistic is called on an axis (the engine's names: stats.inputs).
+STATISTIC_LABELS = {"value": "value", "p50": "median", "mean": "mean", "p90": "p90"}
+
+
+def run_statistic(samples: Sequence[float], statistic: str) -> float:
+    """One run's `statistic` as the engine computes it (stats.inputs.run_values)."""
+    return float(run_values([RunSamples(0, tuple(samples))], statistic, "run")[0])
+
+
+def run_level_figure(title: str, unit: str, runs: Sequence[RunValues], statistic: str) -> go.Figure:
+    """One run-level statistic (a run's value, or its samples' median, mean or p90), as the
+    engine tests it: left, each run's value against its position in the run schedule, A and
+    B coloured, a dotted line at each side's median (drift shows as a slope); right, each
+    side's ECDF of those values, where boot-level modes show as steps (an ECDF of pooled
+    samples hides them; STATS.md v3)."""
+    label = f"per-run {STATISTIC_LABELS[statistic]}"
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.1)
     for side in SIDES:
         mine = sorted((r for r in runs if r.side == side), key=lambda r: r.order)
         if not mine:
             continue
-        ys = [run_value(r.samples) for r in mine]
+        ys = [run_statistic(r.samples, statistic) for r in mine]
         fig.add_trace(
             go.Scatter(
                 x=[r.order for r in mine], y=ys, mode="markers", name=f"{side}: {len(mine)} runs",
-                marker={"color": COLORS[side], "size": 7, "opacity": 0.85},
+                legendgroup=side, marker={"color": COLORS[side], "size": 7, "opacity": 0.85},
                 customdata=[r.index for r in mine],
                 hovertemplate=(f"run {side}%{{customdata}}, order %{{x}}<br>%{{y:.6g}} {unit}"
                                f"<extra>{side}</extra>"),
-            )
+            ), row=1, col=1,
         )  # fmt: skip
         fig.add_hline(
-            y=float(np.median(ys)), line={"color": COLORS[side], "dash": "dot", "width": 1}
-        )
-    y_title = f"per-run median ({unit})" if many else f"per-run value ({unit})"
-    _layout(fig, title, "run order (position in the schedule)", y_title)
+            y=float(np.median(ys)), line={"color": COLORS[side], "dash": "dot", "width": 1},
+            row=1, col=1,
+        )  # fmt: skip
+        x, y = ecdf_points(ys)
+        fig.add_trace(
+            go.Scatter(
+                x=x, y=y, mode="lines", line={"shape": "hv", "color": COLORS[side]},
+                name=f"ECDF {side}", legendgroup=side, showlegend=False,
+                hovertemplate=f"%{{x:.6g}} {unit}<br>F %{{y:.3f}}<extra>{side}</extra>",
+            ), row=1, col=2,
+        )  # fmt: skip
+    _layout(fig, title, "run order (position in the schedule)", f"{label} ({unit})")
+    fig.update_xaxes(title_text=f"{label} ({unit})", row=1, col=2)
+    fig.update_yaxes(title_text="share of runs <= x", range=[0, 1.02], row=1, col=2)
     return fig
 
 

@@ -18,6 +18,7 @@ from webapp import access, logs
 from webapp.access import AnyUser
 from webapp.alerts.models import Alert
 from webapp.alerts.services import alerts_for_page
+from webapp.comparisons.detectable import detectable_lines
 from webapp.comparisons.models import Comparison, ComparisonState, Measurement, Run
 from webapp.comparisons.progress import Progress, progress
 from webapp.comparisons.reproducer import reproducer
@@ -84,6 +85,11 @@ class Report:
     @property
     def primary(self) -> list[VerdictRow]:
         return [r for r in self.verdicts if r.verdict.is_primary]
+
+    @property
+    def detectable(self) -> list[str]:
+        """Per primary, the shift its runs could detect, in the metric's unit."""
+        return detectable_lines(self.primary)
 
     @property
     def secondary(self) -> list[VerdictRow]:
@@ -172,8 +178,8 @@ def visible_report(user: AnyUser, pk: int) -> Comparison:
 # read. The key is the figures' (the comparison's identity and finish time) with
 # REPORT_VERSION: bump it whenever _report.html or what it shows changes.
 # 5: kernels named by branch, short sha and subject; the verdict sentence, primary rows
-# apart, undecided rows folded.
-REPORT_VERSION = 5
+# apart, undecided rows folded; 6: what each primary could have detected.
+REPORT_VERSION = 6
 # What the page reads of a comparison before it knows whether its body is cached.
 _PAGE_COLUMNS = ("id", "state", "created_at", "finished_at", "visibility",
                  "revision_a__tree_id")  # fmt: skip

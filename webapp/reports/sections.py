@@ -10,6 +10,7 @@ from django.db import connection
 from django.utils.safestring import SafeString
 
 from benchmarks.spec import BenchmarkSpec, Kind
+from stats.inputs import RUN_LEVEL
 from webapp import logs
 from webapp.analysis.services import counted_runs
 from webapp.comparisons.models import Comparison, ComparisonState, Measurement
@@ -46,8 +47,10 @@ class _MetricData:
 
 def figure_sections(c: Comparison) -> list[BenchmarkFigures]:
     """Figures of the counted runs (finished ok; failed runs are never data), per benchmark:
-    per metric its pooled ECDF and per-run strip plot, plus a log histogram for latencies,
-    and first the figures the benchmark's spec declares over several metrics."""
+    per metric its pooled ECDF, then for each run-level statistic the engine tests (the
+    value, or a latency's per-run p50, mean and p90) its values in run order beside their
+    ECDF, plus a log histogram for latencies; first the figures the benchmark's spec
+    declares over several metrics."""
     data: dict[tuple[str, str], _MetricData] = {}
     rows = (
         Measurement.objects.filter(run__in=counted_runs(c))
@@ -104,7 +107,15 @@ def _metric_figures(
             log_x=latency,
             view_quantile=figures.ECDF_VIEW_QUANTILE if latency else None,
         ),
-        figures.runs_figure(f"{name}: per run, in run order", d.unit, d.runs),
+        *(
+            figures.run_level_figure(
+                f"{name}: per-run {figures.STATISTIC_LABELS[s]}, in run order and as an ECDF",
+                d.unit,
+                d.runs,
+                s,
+            )
+            for s in (RUN_LEVEL if latency else ("value",))
+        ),
     ]
     if latency:
         figs.append(figures.log_histogram(f"{name}: histogram", d.unit, pooled))
@@ -135,7 +146,8 @@ def _overview(spec: BenchmarkSpec | None, metrics: dict[str, _MetricData]) -> li
 
 # Bump FIGURES_VERSION whenever figures.py or the sections' markup changes what is drawn.
 # Comparisons that are not done are never cached (their figures are not drawn at all).
-FIGURES_VERSION = 3  # 2: log axes with full tick values; 3: jiffy histograms
+# 2: log axes with full tick values; 3: jiffy histograms; 4: every run-level statistic
+FIGURES_VERSION = 4
 FIGURES_CACHE = "reports"
 
 

@@ -137,10 +137,14 @@ def test_a_zero_p99_side_is_stored_as_none_with_the_reason_not_rejected():
         assert v.details["ci"] == [None, None]
         assert f"{name} ratio undefined: side A's pooled {name} is 0" in v.warnings
         # No relabelling as extreme: the count was raised to 10 expected beyond the look's
-        # boundary for one of 4 secondaries (.005/64/4), 512,000; p is its floor.
+        # boundary for one of 4 secondaries (linear spending: .005/4 at the first of four
+        # looks, /4), 32,000; p is its floor.
         b = v.details["p_permutations"]
         assert v.details["p_method"] == "permutation"
-        assert b == methods.permutations_to_resolve(0.005 / 64 / 4) == 512_000
+        boundary = design_for(comparison).secondary_boundary(1) / 4
+        assert boundary == pytest.approx(0.005 / 4 / 4)
+        assert b == methods.permutations_to_resolve(boundary)
+        assert abs(b - 32_000) <= 1
         assert v.p_value == pytest.approx(1 / (b + 1))
     # Per-run medians of 0: an absolute shift, and no % of A's median of 0.
     assert rows["p50"].shift_pct is None

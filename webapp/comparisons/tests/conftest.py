@@ -147,7 +147,7 @@ def state_lines(records: list[logging.LogRecord], procs: WorkerProcesses) -> lis
 
 # --- one comparison, read by several tests ------------------------------------------------
 
-SHARED_RUNS = 4  # per side: two ABBA blocks, and the fewest at which a verdict can be a change
+SHARED_RUNS = 4  # per side: two ABBA blocks (its readers need no change verdict)
 SHARED_CMDLINE_B = "rcutree.jiffies_till_first_fqs=2"
 
 

@@ -57,11 +57,12 @@ RANDOM_PANIC_MBOX = Path(__file__).parent / "fixtures" / "0001-init-random-panic
 PANIC_LINE = "rcubench-test: random panic"
 NO_PANIC_LINE = "rcubench-test: no panic this boot"
 
-# Per side: B's 4 of 4 contended against A's at most 1 of 4 is far past the imbalance
-# (0.1), and 4 is the fewest at which the hog's effect could be a verdict at all (B's runs
-# all above A's: a permutation p of 2/70 = 0.029, below the primary alpha of 0.045; at 3 a
-# side it is 2/20), so that no regression is the hold's doing, not too few runs'.
-AA_RUNS = 4
+# Per side: B's 5 of 5 contended against A's at most 1 of 5 is far past the imbalance
+# (0.1), and 5 is the fewest at which the hog's effect could be a verdict at all (B's runs
+# all above A's: a permutation p of 2/252 = 0.008, below Holm's first step over
+# sync-rcu-latency's two co-primaries, p50 and tail share, 0.045 / 2; at 4 a side it is
+# 2/70 = 0.029), so that no regression is the hold's doing, not too few runs'.
+AA_RUNS = 5
 PANIC_RUNS = 8  # per side; see test_a_kernel_that_panics_at_random_... for why 8
 RUN_FIELDS = ("order", "side", "result", "error_code", "wall_seconds", "host_busy_share",
               "host_steal_share", "host_load_avg", "contended", "pinned")  # fmt: skip

@@ -1,5 +1,7 @@
 """The figure builders on data small enough to check by hand (no database)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -93,14 +95,16 @@ def test_ecdf_of_non_positive_samples_stays_linear():
     assert figures.all_positive({"A": [0.5], "B": []})
 
 
-def test_runs_figure_puts_run_order_on_x_and_per_run_medians_on_y():
-    runs = [
-        RunValues("A", 3, 1, [4.0]),
-        RunValues("B", 1, 0, [7.0, 5.0, 6.0]),
-        RunValues("A", 0, 0, [1.0, 2.0, 9.0]),  # median 2, not the mean 4
-        RunValues("B", 2, 1, [8.0]),
-    ]
-    fig = figures.runs_figure("t", "ms", runs)
+RUNS = [
+    RunValues("A", 3, 1, [4.0]),
+    RunValues("B", 1, 0, [7.0, 5.0, 6.0]),
+    RunValues("A", 0, 0, [1.0, 2.0, 9.0]),  # median 2, mean 4, p90 7.6
+    RunValues("B", 2, 1, [8.0]),
+]
+
+
+def test_run_level_figure_puts_run_order_on_x_and_per_run_medians_on_y():
+    fig = figures.run_level_figure("t", "ms", RUNS, "p50")
     a, b = _trace(fig, "A:"), _trace(fig, "B:")
     assert (list(a.x), list(a.y)) == ([0, 3], [2.0, 4.0])
     assert (list(b.x), list(b.y)) == ([1, 2], [6.0, 8.0])
@@ -112,8 +116,21 @@ def test_runs_figure_puts_run_order_on_x_and_per_run_medians_on_y():
     assert sorted(s.y0 for s in fig.layout.shapes) == [3.0, 7.0]
 
 
-def test_runs_figure_of_single_values_says_value():
-    fig = figures.runs_figure("t", "kB", [RunValues("A", 0, 0, [5.0])])
+def test_run_level_figure_draws_each_sides_ecdf_of_the_run_values_beside_them():
+    # Per-run p90 as the engine computes it (numpy's linear quantile): A's runs 7.6 and 4.
+    fig = figures.run_level_figure("t", "ms", RUNS, "p90")
+    a, ecdf_a = _trace(fig, "A:"), _trace(fig, "ECDF A")
+    assert list(a.y) == [pytest.approx(7.6), 4.0]
+    assert (list(ecdf_a.x), list(ecdf_a.y)) == ([4.0, 4.0, pytest.approx(7.6)], [0, 0.5, 1.0])
+    assert ecdf_a.line.shape == "hv"
+    assert (a.xaxis, ecdf_a.xaxis) == ("x", "x2")  # side by side
+    assert fig.layout.xaxis2.title.text == "per-run p90 (ms)"
+    ecdf_b = _trace(fig, "ECDF B")
+    assert list(ecdf_b.x) == [pytest.approx(6.8), pytest.approx(6.8), 8.0]
+
+
+def test_run_level_figure_of_single_values_says_value():
+    fig = figures.run_level_figure("t", "kB", [RunValues("A", 0, 0, [5.0])], "value")
     assert fig.layout.yaxis.title.text == "per-run value (kB)"
 
 
@@ -229,3 +246,36 @@ def test_log_axes_label_every_tick_with_its_full_value():
         assert (xaxis["type"], xaxis["tickformat"]) == ("log", "~g")
     linear = figures.ecdf_figure("sync", "ms", {"A": [0.0, 1.0]}, log_x=True)
     assert "tickformat" not in linear.to_dict()["layout"]["xaxis"]
+
+
+def test_the_report_draws_every_run_level_statistic_in_run_order_and_as_an_ecdf():
+    # The figures of one latency metric as the report page gets them (HTML, no database):
+    # the pooled ECDF, then per-run p50, mean and p90 each in run order beside its ECDF,
+    # then the histogram; a single-value metric gets its value's.
+    # Function-local imports: sections reads the database, the rest of this module not.
+    from webapp.comparisons.models import Comparison
+    from webapp.reports import sections
+
+    runs = [RunValues(side, 2 * i + (side == "B"), i, [base + 0.01 * k + 0.1 * i
+                                                      for k in range(10)])
+            for side, base in (("A", 6.0), ("B", 6.6)) for i in range(3)]  # fmt: skip
+    spec = BENCHMARKS["sync-rcu-latency"].spec
+    # An unsaved comparison has no builds: no HZ, so no jiffy histogram here (its own tests
+    # are in test_jiffy_figures.py).
+    nobuilds = Comparison()
+    got = sections._metric_figures("sync-rcu-latency", "writer_duration",
+                                   sections._MetricData("ms", runs), spec, nobuilds)  # fmt: skip
+    assert len(got.figures) == 5
+    titles = ["per-run median", "per-run mean", "per-run p90"]
+    for html, title in zip(got.figures[1:4], titles, strict=True):
+        assert f"writer_duration: {title}, in run order and as an ECDF" in html
+        assert re.search(r'"name":\s*"ECDF A"', html)
+        assert re.search(r'"name":\s*"ECDF B"', html)
+    # B's last run: p90 of 6.8 .. 6.89 (numpy's linear quantile) is 6.881.
+    assert "6.881" in got.figures[3]
+    assert "6.881" not in got.figures[1]
+    single = sections._metric_figures("sync-rcu-latency", "gps",
+                                      sections._MetricData("", [RunValues("A", 0, 0, [9.0])]),
+                                      spec, nobuilds)  # fmt: skip
+    assert len(single.figures) == 2
+    assert "gps: per-run value" in single.figures[1]

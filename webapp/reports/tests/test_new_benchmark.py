@@ -113,9 +113,9 @@ def test_the_report_draws_the_figure_the_toy_declares(client, toy_comparison):
     section = html[html.index('id="figures-toy-callbacks"') :]
     section = section[: section.index("</section>")]
     assert TOY.description in section
-    # The declared sweep first, then flood_us (ECDF, per run, histogram: it has samples),
-    # then each backlog (ECDF, per run).
-    assert section.count('class="plotly-graph-div"') == 1 + 3 + 2 * len(QUEUED)
+    # The declared sweep first, then flood_us (ECDF, per-run p50, mean and p90, histogram:
+    # it has samples), then each backlog (ECDF, per-run value).
+    assert section.count('class="plotly-graph-div"') == 1 + 5 + 2 * len(QUEUED)
     first = section[: section.index("<h3>")]
     for text in (
         "toy-callbacks: backlog against the callbacks queued",  # title, axes, legend, hover

@@ -47,10 +47,11 @@ def test_figures_are_built_from_ok_runs_only(done_comparison):
     assert [m.metric for m in section.metrics] == ["writer_duration", "gps"]  # primary first
     wd = section.metrics[0]
     assert wd.is_primary
-    assert len(wd.figures) == 4  # ECDF, runs, histogram, jiffy histogram (HZ 1000)
+    # ECDF, per-run p50, mean and p90, histogram, jiffy histogram (HZ 1000)
+    assert len(wd.figures) == 6
     assert len(section.metrics[1].figures) == 2  # a single value: no histogram
-    assert "12345.678" not in wd.figures[0] + wd.figures[1] + wd.figures[2]
-    assert "12346" not in wd.figures[3]  # nor its jiffies
+    assert "12345.678" not in "".join(wd.figures[:5])
+    assert "12346" not in wd.figures[5]  # nor its jiffies
     assert "6.845" in wd.figures[1]  # B's last run: median of writer_samples("B", 2)
     assert section.overview == []
     # The latency ECDF on a log x axis, viewed to p99.5; gps (one value per run) linear.

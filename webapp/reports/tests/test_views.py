@@ -56,8 +56,9 @@ def test_report_lists_verdicts_primary_first_then_by_severity(client, done_compa
 def test_done_report_has_figures_reproducer_runs_and_downloads(client, done_comparison):
     c = done_comparison
     html = _page(client, c)
-    # writer_duration: ECDF, per run, histogram, jiffy histogram; gps: ECDF, per run.
-    assert html.count('class="plotly-graph-div"') == 6
+    # writer_duration: ECDF, per-run p50, mean and p90, histogram, jiffy histogram; gps:
+    # ECDF, per run.
+    assert html.count('class="plotly-graph-div"') == 8
     js = reverse("reports:plotly-js", args=[plotly.__version__])
     assert f'<script src="{js}"></script>' in html
     assert "cdn" not in html.lower()
@@ -298,3 +299,16 @@ def test_json_export_carries_the_failure_counts_and_the_test(client, unreliable_
     assert rel["p_value"] < 0.0075
     assert 0 < rel["p_value"] <= rel["p_fisher"]  # Boschloo is never above Fisher
     assert all(v["metric"] != "failure_rate" for v in data["verdicts"])
+
+
+def test_the_report_says_what_each_primary_could_have_detected(client, done_comparison):
+    primary = done_comparison.verdicts.filter(is_primary=True)
+    assert primary.exists()
+    for v in primary:
+        v.details = {**v.details, "smallest_detectable_shift": 7.06}
+        v.save()
+    html = _page(client, done_comparison)
+    # A's median 6.05 ms in the fixture: 7.06% of it is 0.43 ms.
+    (block,) = re.findall(r'<ul class="detectable" id="detectable">(.*?)</ul>', html, re.S)
+    assert block.count("<li>") == primary.count()
+    assert "could detect a shift of 0.43 ms (7.1% of A&#x27;s 6.05 ms) (80% power)" in block
