@@ -37,7 +37,8 @@ def test_admin_index_links_every_model(admin_client):
 @pytest.mark.parametrize(
     # Sorted: a set's order differs between processes, and pytest-xdist's workers must
     # collect the same items in the same order.
-    "app_model", sorted(f"{a}/{m}" for a, models in RCUBENCH_MODELS.items() for m in models)
+    "app_model",
+    sorted(f"{a}/{m}" for a, models in RCUBENCH_MODELS.items() for m in models),
 )
 def test_changelist_and_add_pages_render(admin_client, app_model):
     MeasurementFactory.create()
