@@ -51,6 +51,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from perf import stats_simulation as sim
+from perf._sim_targets import Check
 from stats import changepoints, defaults
 from stats import verdicts as E
 
@@ -149,12 +150,12 @@ def anchor_trial(shift: float) -> Trial:
 class Target:
     name: str
     trial: Trial
-    checks: tuple[sim.Check, ...]
+    checks: tuple[Check, ...]
     trials: int
 
 
-def _ref(label: str, column: int, unit: str = "%") -> sim.Check:
-    return sim.Check(f"{label} (reference)", column, unit)
+def _ref(label: str, column: int, unit: str = "%") -> Check:
+    return Check(f"{label} (reference)", column, unit)
 
 
 _STEP = f"{STEP:.0%} step at head {STEP_AT} of {HEADS}"
@@ -162,18 +163,18 @@ _OUT = f"{OUTLIER_SHARE:.0%} of heads {OUTLIER:.0%} off"
 _DRIFT = f"five +{DRIFT_STEP:.1%} steps (+{DRIFT_TOTAL:.2%})"
 TARGETS = (
     Target("step-3pct", step_trial(False), (
-        sim.Check(f"{_STEP}: change point at heads {WINDOW[0]}..{WINDOW[1]}", 0, lo=90.0),
+        Check(f"{_STEP}: change point at heads {WINDOW[0]}..{WINDOW[1]}", 0, lo=90.0),
         _ref(f"{_STEP}: change point at heads {STEP_AT}..{WINDOW[1]}", 1),
         _ref(f"{_STEP}: a change point outside {WINDOW[0]}..{WINDOW[1]}", 2),
     ), 1000),
     Target("flat", flat_trial(False), (
-        sim.Check(f"flat history of {HEADS} heads: no change point", 0, lo=95.0),), 2000),
+        Check(f"flat history of {HEADS} heads: no change point", 0, lo=95.0),), 2000),
     Target("anchor-drift", anchor_trial(DRIFT_TOTAL), (
-        sim.Check(f"anchor comparison after {_DRIFT}: verdict regression", 0, lo=90.0),
+        Check(f"anchor comparison after {_DRIFT}: verdict regression", 0, lo=90.0),
         _ref(f"anchor comparison after {_DRIFT}: mean runs/side", 2, "runs"),
     ), 400),
     Target("anchor-aa", anchor_trial(0.0), (
-        sim.Check("anchor comparison, no drift: verdict regression (false positive)", 0,
+        Check("anchor comparison, no drift: verdict regression (false positive)", 0,
                   hi=5.0),
         _ref("anchor comparison, no drift: verdict regression or improvement", 1),
         _ref("anchor comparison, no drift: mean runs/side", 2, "runs"),

@@ -46,7 +46,7 @@ from engine.build.builder import BuildOutcome, build_kernel
 from engine.run.outcomes import OK
 from engine.vm.runner import run_vm
 from perf._kernels import build_settings, initramfs, request
-from perf.quiet_measurement import ARCH, BENCH, DEFAULT, METRIC, Config, vm_spec
+from perf.quiet_measurement import ARCH, BENCH, DEFAULT, METRIC, Config, Topology, vm_spec
 from perf.vm_overhead import URI
 from stats import jiffies
 from stats.battery import analyse
@@ -107,17 +107,33 @@ def boot(cfg: Config, image: Path, initrd: Path, tmp: Path, rnd: int) -> Boot:
     return Boot(cfg.name, rnd, OK, "", wall, busy, [float(v) for v in parsed[METRIC]])
 
 
-def measure(boots: int, aa_boots: int, images: dict[str, Path], initrd: Path) -> list[Boot]:
+# --cause: the default kernel booted as the default target does, and with one thing changed:
+# no more vCPUs than this host has cores (4 vCPU threads share 2 cores by default, so a
+# vCPU can be off the host CPU while its grace period waits on it), or the tick kept on
+# idle CPUs (nohz=off: an idle vCPU is not in dyntick-idle, so no FQS scan has to find it).
+CAUSES = {
+    "default": Config("default", "all", "shared", DEFAULT),
+    "default+2-vcpus": Config("default+2-vcpus", "all", "shared",
+                              Topology(DEFAULT.machine, 1, 2, 1, DEFAULT.memory_mb)),
+    "default+nohz-off": Config("default+nohz-off", "all", "shared", DEFAULT, "nohz=off"),
+}  # fmt: skip
+
+
+def measure(
+    boots: int, aa_boots: int, images: dict[str, Path], initrd: Path, cause: bool = False
+) -> list[Boot]:
     done: list[Boot] = []
     kernel_of = {"default": "default", "default-aa": "default", "fqs67": "fqs67"}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="rcubench-jiffy-", dir="/var/tmp") as tmp:
         Path(tmp).chmod(0o755)
         for rnd in range(boots):
             names = ["default", "fqs67"] + (["default-aa"] if rnd < aa_boots else [])
+            if cause:
+                names = list(CAUSES)
             shift = rnd % len(names)
             for name in names[shift:] + names[:shift]:
-                b = boot(Config(name, "all", "shared", DEFAULT), images[kernel_of[name]],
-                         initrd, Path(tmp), rnd)  # fmt: skip
+                cfg = CAUSES[name] if cause else Config(name, "all", "shared", DEFAULT)
+                b = boot(cfg, images[kernel_of.get(name, "default")], initrd, Path(tmp), rnd)
                 done.append(b)
                 got = f"{len(b.samples_ms)} GPs" if b.samples_ms else f"{b.outcome}: {b.reason}"
                 print(f"  round {rnd + 1}/{boots} {name:10} {b.wall_seconds:5.1f} s  {got}",
@@ -169,6 +185,25 @@ def sequential(label: str, a: list[Boot], b: list[Boot]) -> None:
             return
 
 
+def report_causes(boots: list[Boot]) -> None:
+    """D and the share above the mode per configuration of --cause."""
+    ok = [b for b in boots if b.outcome == OK]
+    print(f"\n{len(boots)} boots, {len(ok)} ok")
+    for name in CAUSES:
+        mine = [_jiffies(b) for b in ok if b.config == name]
+        if len(mine) < 2:
+            continue
+        d = jiffies.dispersion(mine)
+        busy = [b.host_busy for b in boots if b.config == name and b.host_busy is not None]
+        long = float(np.mean(np.concatenate(mine) >= d.mode + 2)) * 100
+        index = "undefined" if d.index is None else f"{d.index:.2f}"
+        print(f"  {name:18} {d.boots:3} boots, mode {d.mode} jiffies, above it "
+              f"{d.share_above * 100:5.2f}% (>= mode + 2: {long:5.2f}%), D {index}, "
+              f"busy median {statistics.median(busy) if busy else float('nan'):.2f}")  # fmt: skip
+        sh = jiffies.shares(mine)
+        print("      " + " ".join(f"{k}:{v * 100:.2f}%" for k, v in sh.items() if v >= 0.001))
+
+
 def report(boots: list[Boot]) -> None:
     ok = [b for b in boots if b.outcome == OK]
     by = {c: [b for b in ok if b.config == c] for c in CONFIGS}
@@ -216,22 +251,27 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write every boot's samples here")
     parser.add_argument("--from-json", type=Path, help="analyse a stored run, boot nothing")
     parser.add_argument("--build-only", action="store_true")
+    what = ", ".join(CAUSES)
+    parser.add_argument("--cause", action="store_true",
+                        help=f"boot the default kernel as {what} instead: D of each")  # fmt: skip
     args = parser.parse_args()
     if args.from_json:
         boots = [Boot(**b) for b in json.loads(args.from_json.read_text())]
-        report(boots)
+        (report_causes if any(b.config in CAUSES and b.config != "default" for b in boots)
+         else report)(boots)  # fmt: skip
         return 0
     started = time.monotonic()
     built = kernels()
     initrd = initramfs(ARCH)
     if args.build_only:
         return 0
-    boots = measure(args.boots, args.aa_boots, {k: o.image for k, o in built.items()}, initrd)
+    images = {k: o.image for k, o in built.items()}
+    boots = measure(args.boots, args.aa_boots, images, initrd, cause=args.cause)
     took = time.monotonic() - started
     print(f"{len(boots)} boots in {took:.0f} s")
     if args.json:
         args.json.write_text(json.dumps([asdict(b) for b in boots]))
-    report(boots)
+    (report_causes if args.cause else report)(boots)
     return 0
 
 

@@ -112,12 +112,13 @@ def test_a_patch_moving_grace_periods_a_jiffy_is_a_co_primary_regression_in_poin
     assert share.gated_family == "holm"
     assert rows["p50"].is_primary
     assert (share.unit, share.relative, share.threshold) == ("pp", False, 1.0)
+    assert share.shift is not None
     assert 6 < share.shift < 18  # points of all GPs, not %
     assert share.verdict == "regression"
     assert result.verdict == "regression"
     assert rows["capped_mean"].unit == "jiffies"
     assert not rows["capped_mean"].is_primary
-    levels = sorted(float(r.details["holm_level"]) for r in (share, rows["p50"]))
+    levels = sorted(float(str(r.details["holm_level"])) for r in (share, rows["p50"]))
     d = Design()
     assert levels == pytest.approx([d.primary_alpha / 2, d.primary_alpha])
 
@@ -127,10 +128,14 @@ def test_dispersion_index_is_about_1_for_binomial_boots_and_large_with_a_boot_ef
     binomial = jiffies.dispersion([jiffies.quantise(x, 1.0) for x in boots(rng, 48)])
     assert binomial.mode == 6
     assert 0.06 < binomial.share_above < 0.12
+    assert binomial.index is not None
+    assert binomial.p_value is not None
     assert 0.5 < binomial.index < 1.5
     assert binomial.p_value > 0.01
     boot_level = jiffies.dispersion([jiffies.quantise(x, 1.0)
                                      for x in boots(rng, 48, mu=0.06, tau=1.0)])  # fmt: skip
+    assert boot_level.index is not None
+    assert boot_level.p_value is not None
     assert boot_level.index > 3
     assert boot_level.p_value < 1e-6
     assert boot_level.boot_level

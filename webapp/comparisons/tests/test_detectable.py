@@ -8,7 +8,7 @@ from webapp.comparisons.summary import VerdictRow
 
 
 def _row(statistic: str, unit: str, relative: bool, mde: object, primary: bool = True,
-         median_a: float | None = 6.05) -> VerdictRow:  # fmt: skip
+         median_a: float = 6.05) -> VerdictRow:  # fmt: skip
     v = MetricVerdict(benchmark="sync-rcu-latency", metric="writer_duration",
                       statistic=statistic, is_primary=primary, n_a=24, n_b=24,
                       median_a=median_a, details={"smallest_detectable_shift": mde})  # fmt: skip
@@ -25,10 +25,12 @@ def test_a_relative_statistic_is_said_in_its_unit_through_as_median_and_in_perce
 
 
 def test_the_tail_share_is_in_points_and_memory_in_its_unit():
-    assert "a shift of 2.3 points (80% power)" in detectable_line(
-        _row("tail_share", "pp", False, 2.34)
-    )
-    assert "a shift of 12 kB (80% power)" in detectable_line(_row("value", "kB", False, 12.3))
+    points = detectable_line(_row("tail_share", "pp", False, 2.34))
+    memory = detectable_line(_row("value", "kB", False, 12.3))
+    assert points is not None
+    assert "a shift of 2.3 points (80% power)" in points
+    assert memory is not None
+    assert "a shift of 12 kB (80% power)" in memory
 
 
 @pytest.mark.parametrize("mde", [None, "n/a", float("nan"), True])
