@@ -18,14 +18,19 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_report_renders_charts_and_verdicts(browser, live_server, done_comparison, tmp_path):
     browser.get(live_server.url + reverse("reports:comparison", args=[done_comparison.pk]))
     wait = WebDriverWait(browser, 60)
-    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .main-svg")) >= 5)
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .main-svg")) >= 8)
     browser.save_screenshot(str(tmp_path / "report.png"))  # kept by pytest for a look
     assert browser.execute_script("return typeof window.Plotly") == "object"
     plots = browser.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")
-    assert len(plots) == 5
-    # Each chart drew its traces: ECDF step lines, run markers, histogram outlines.
+    # writer_duration: ECDF, per-run p50, mean and p90 (each in run order beside its ECDF),
+    # histogram, jiffy histogram; gps: ECDF, per-run value.
+    assert len(plots) == 8
+    # Each chart drew its traces: ECDF step lines, run markers, histogram outlines, the
+    # jiffy histogram's bars.
     for plot in plots:
-        assert plot.find_elements(By.CSS_SELECTOR, ".scatterlayer .trace"), plot.text
+        assert plot.find_elements(By.CSS_SELECTOR, ".scatterlayer .trace, .barlayer .trace"), (
+            plot.text
+        )
         assert plot.size["width"] > 300
         assert plot.size["height"] > 300
     wait.until(ec.visibility_of_element_located((By.ID, "verdicts")))
