@@ -41,13 +41,20 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.spec import Better, ParseError, RunContext
+from benchmarks.spec import Better
+from engine.build import kconfig
 from engine.build.builder import BuildOutcome, build_kernel
 from engine.run.outcomes import OK
-from engine.vm.runner import run_vm
 from perf._kernels import build_settings, initramfs, request
-from perf.quiet_measurement import ARCH, BENCH, DEFAULT, METRIC, Config, Topology, vm_spec
-from perf.vm_overhead import URI
+from perf.quiet_measurement import (
+    ARCH,
+    BENCH,
+    DEFAULT,
+    METRIC,
+    Config,
+    Topology,
+    boot_and_parse,
+)
 from stats import jiffies
 from stats.battery import analyse
 from stats.design import Design
@@ -86,25 +93,12 @@ def kernels() -> dict[str, BuildOutcome]:
 
 
 def _config_hz(out: BuildOutcome) -> int | None:
-    for line in (out.artifact_dir / "config").read_text().splitlines():
-        if line.startswith("CONFIG_HZ="):
-            return int(line.split("=", 1)[1])
-    return None
+    return kconfig.hz(kconfig.parse((out.artifact_dir / "config").read_text()))
 
 
 def boot(cfg: Config, image: Path, initrd: Path, tmp: Path, rnd: int) -> Boot:
-    spec = vm_spec(cfg, image, initrd, tmp / f"{cfg.name}-{rnd}.log")
-    started = time.monotonic()
-    out = run_vm(URI, spec, boot_timeout=300, run_timeout=300)
-    wall = time.monotonic() - started
-    busy = out.host.busy_share if out.host is not None else None
-    if out.outcome != OK:
-        return Boot(cfg.name, rnd, out.outcome, out.reason, wall, busy, [])
-    try:
-        parsed = BENCH.measure(out.console, RunContext(out.wall_seconds, out.ready_seconds))
-    except ParseError as exc:
-        return Boot(cfg.name, rnd, "parse-failed", str(exc), wall, busy, [])
-    return Boot(cfg.name, rnd, OK, "", wall, busy, [float(v) for v in parsed[METRIC]])
+    b = boot_and_parse(cfg, image, initrd, tmp, rnd)
+    return Boot(cfg.name, rnd, b.outcome, b.reason, b.wall_seconds, b.host_busy, b.samples or [])
 
 
 # --cause: the default kernel booted as the default target does, and with one thing changed:

@@ -261,21 +261,40 @@ def vm_spec(cfg: Config, image: Path, initrd: Path, console_log: Path) -> VMSpec
     )
 
 
-def boot_once(cfg: Config, image: Path, initrd: Path, tmp: Path, rnd: int) -> Boot:
+@dataclass(frozen=True)
+class Booted:
+    """One boot through run_vm and the benchmark's parser: samples None unless it was ok."""
+
+    outcome: str
+    reason: str
+    wall_seconds: float  # host clock around run_vm: domain defined to destroyed
+    host_busy: float | None
+    samples: list[float] | None
+
+
+def boot_and_parse(cfg: Config, image: Path, initrd: Path, tmp: Path, rnd: int) -> Booted:
+    """Boot `cfg` once (its console in `tmp`) and read METRIC's samples from the console."""
     spec = vm_spec(cfg, image, initrd, tmp / f"{cfg.name}-{rnd}.log")
     started = time.monotonic()
     out = run_vm(URI, spec, boot_timeout=300, run_timeout=300)
     wall = time.monotonic() - started
     busy = out.host.busy_share if out.host is not None else None
     if out.outcome != OK:
-        return Boot(cfg.name, rnd, out.outcome, out.reason, wall, host_busy=busy)
+        return Booted(out.outcome, out.reason, wall, busy, None)
     try:
         parsed = BENCH.measure(out.console, RunContext(out.wall_seconds, out.ready_seconds))
     except ParseError as exc:
-        return Boot(cfg.name, rnd, "parse-failed", str(exc), wall, host_busy=busy)
-    run = [RunSamples(rnd, parsed[METRIC])]
+        return Booted("parse-failed", str(exc), wall, busy, None)
+    return Booted(OK, "", wall, busy, [float(v) for v in parsed[METRIC]])
+
+
+def boot_once(cfg: Config, image: Path, initrd: Path, tmp: Path, rnd: int) -> Boot:
+    b = boot_and_parse(cfg, image, initrd, tmp, rnd)
+    if b.samples is None:
+        return Boot(cfg.name, rnd, b.outcome, b.reason, b.wall_seconds, host_busy=b.host_busy)
+    run = [RunSamples(rnd, tuple(b.samples))]
     values = {s: float(run_values(run, s, f"{cfg.name} {METRIC}")[0]) for s in STATISTICS}
-    return Boot(cfg.name, rnd, OK, "", wall, len(parsed[METRIC]), values, busy)
+    return Boot(cfg.name, rnd, OK, "", b.wall_seconds, len(b.samples), values, b.host_busy)
 
 
 def measure(
