@@ -63,6 +63,12 @@ KEPT: dict[str, tuple[str, ...]] = {
     ),
     "webapp/lab/__init__.py": (),
     "webapp/lab/models.py": ("from webapp.comparisons import models",),
+    "webapp/bisections/__init__.py": (),
+    "webapp/bisections/models.py": ("from webapp.comparisons import models",),
+    "webapp/bisections/services.py": (
+        "from stats import bisection",
+        "from webapp.comparisons import orchestrator",
+    ),
     "webapp/watch/__init__.py": (),
     "webapp/watch/models.py": ("from webapp.trees import models",),
     "webapp/watch/figures.py": ("import plotly",),
@@ -99,6 +105,7 @@ KEPT: dict[str, tuple[str, ...]] = {
     "engine/lab/runner.py": ("import paramiko", "from engine.run import console"),
     "stats/__init__.py": (),
     "stats/verdicts.py": ("import numpy",),
+    "stats/bisection.py": (),
     "benchmarks/__init__.py": (),
     "benchmarks/spec.py": (),
     "benchmarks/registry.py": ("from benchmarks import bpf_slab, spec",),
@@ -120,7 +127,10 @@ BREAKS: dict[str, list[tuple[str, str]]] = {
         ("webapp/routing.py", "from celery import shared_task"),
     ],
     "Figure builders are pure": [("webapp/watch/figures.py", "from webapp.trees import models")],
-    "Front ends are leaves": [("webapp/alerts/messages.py", "from webapp.reports import pages")],
+    "Front ends are leaves": [
+        ("webapp/alerts/messages.py", "from webapp.reports import pages"),
+        ("webapp/bisections/services.py", "from webapp.api import views"),
+    ],
     "Pages and the REST API": [("webapp/api/views.py", "from webapp.reports import pages")],
     "The report knows benchmarks only through the registry": [
         ("webapp/reports/pages.py", "from benchmarks import bpf_slab"),

@@ -15,9 +15,11 @@ from django.db import transaction
 
 from webapp.celery import app
 from webapp.routing import (
+    ADVANCE_BISECTION,
     ADVANCE_COMPARISON,
     BUILD_KERNEL,
     CONCLUDE_LOOK,
+    NOTIFY_BISECTION,
     NOTIFY_CHANGE_POINT,
     NOTIFY_COMPARISON,
     PROCESS_PUSH,
@@ -74,3 +76,13 @@ def send_notify_change_point(change_point_id: int) -> None:
 def send_alert(alert_id: int) -> None:
     """Send one Alert row's mail, at most once (control queue)."""
     _send(SEND_ALERT, alert_id)
+
+
+def send_advance_bisection(bisection_id: int) -> None:
+    """Do the bisection's next step (control queue)."""
+    _send(ADVANCE_BISECTION, bisection_id)
+
+
+def send_notify_bisection(bisection_id: int) -> None:
+    """Mail the confirmed culprit of this bisection (control queue)."""
+    _send(NOTIFY_BISECTION, bisection_id)

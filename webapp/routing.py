@@ -37,6 +37,8 @@ NOTIFY_COMPARISON = "rcubench.control.notify_comparison"
 NOTIFY_CHANGE_POINT = "rcubench.control.notify_change_point"
 SEND_ALERT = "rcubench.control.send_alert"
 RESEND_LOST_ALERTS = "rcubench.control.resend_lost_alerts"
+ADVANCE_BISECTION = "rcubench.control.advance_bisection"
+NOTIFY_BISECTION = "rcubench.control.notify_bisection"
 
 
 class UnroutedTask(ValueError):

@@ -82,6 +82,7 @@ INSTALLED_APPS = [
     "webapp.watch",
     "webapp.webhooks",
     "webapp.lab",
+    "webapp.bisections",
 ]
 
 MIDDLEWARE = [
@@ -315,6 +316,11 @@ RCUBENCH_PUBLIC_URL = env.str("RCUBENCH_PUBLIC_URL", default="http://127.0.0.1:8
 # Tries of one look's analysis that raise an engine error (or whose worker dies) before
 # the comparison ends as analysis-failed with the error's text.
 RCUBENCH_ANALYSIS_TRIES = env.int("RCUBENCH_ANALYSIS_TRIES", default=3)
+# Bisection (webapp/bisections): the longest first-parent range it steps through (each
+# position may be a kernel build), and the most patches a per-patch attribution measures
+# (each is a comparison of its own).
+RCUBENCH_BISECT_MAX_COMMITS = env.int("RCUBENCH_BISECT_MAX_COMMITS", default=1000)
+RCUBENCH_ATTRIBUTION_MAX_PATCHES = env.int("RCUBENCH_ATTRIBUTION_MAX_PATCHES", default=12)
 # The analysis task's hard time limit (workers/celery_app.py): a try started longer ago
 # than this, with its comparison still analysing, had its worker die and is sent again.
 RCUBENCH_ANALYSIS_TIME_LIMIT_SECONDS = env.int("RCUBENCH_ANALYSIS_TIME_LIMIT_SECONDS",

@@ -29,6 +29,7 @@ app.conf.include = [
     "workers.tasks.bench",
     "workers.tasks.analysis",
     "workers.tasks.alerts",
+    "workers.tasks.bisections",
     "workers.startup",
 ]
 # A worker started on a bench queue serves every enabled Target matching RCUBENCH_SERVE,

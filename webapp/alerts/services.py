@@ -146,6 +146,8 @@ class Recipient:
 def _kind_of(c: Comparison) -> str | None:
     if c.state != ComparisonState.DONE or c.result != Result.OK:
         return None
+    if c.trigger == Comparison.Trigger.BISECTION:  # its bisection mails what it finds
+        return None
     if c.verdict in REGRESSION_VERDICTS:
         return Alert.Kind.REGRESSION
     if c.verdict == "improvement":

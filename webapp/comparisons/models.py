@@ -88,6 +88,7 @@ class Comparison(models.Model):
         API = "api"
         CLI = "cli"
         WEBHOOK = "webhook"
+        BISECTION = "bisection"  # a step of a bisection (webapp/bisections): never mailed
 
     class Error(models.TextChoices):
         NONE = "", "(none)"

@@ -39,7 +39,7 @@ from stats.failures import BUDGET_MIN_ATTEMPTS, BUDGET_SHARE, budget_spent
 from stats.verdicts import RELIABILITY, TooFewRuns
 from webapp import access, dispatch, logs
 from webapp.access import AnyUser
-from webapp.analysis.services import analyse_comparison, analyse_failures
+from webapp.analysis.services import analyse_comparison, analyse_failures, design_for
 from webapp.comparisons.models import Comparison, ComparisonState, Run
 from webapp.comparisons.schedule import abba_slots, replacement_pairs
 from webapp.states import Result, State, finish_step, log_state
@@ -255,6 +255,32 @@ def conclude_look(comparison_id: int) -> None:
             _schedule(c, more)
         else:
             _finish(c, Result.OK, "", "")
+
+
+def extend(comparison_id: int) -> int:
+    """Reopen a comparison that ended ok before its maximum runs, for one more look (the
+    design's next size): a bisection's step whose CI still holds the midpoint asks for it
+    ("extend runs to the maximum"). The engine looks again at a size its design has; a
+    verdict decided earlier stays (STATS.md v3), its CI narrows. Returns the runs per side
+    added (0: it had ended otherwise, or was at its maximum)."""
+    with transaction.atomic():
+        c = (
+            Comparison.objects.select_for_update(of=("self",))
+            .select_related("target")
+            .get(pk=comparison_id)
+        )
+        if c.state != ComparisonState.DONE or c.result != Result.OK or c.verdict == RELIABILITY:
+            return 0
+        later = [n for n in design_for(c).looks if n > c.scheduled_per_side]
+        if not later:
+            return 0
+        # State and result in one UPDATE: the database allows a result only when done.
+        c.state, c.result, c.finished_at = ComparisonState.RUNNING, Result.NONE, None
+        c.save(update_fields=["state", "result", "finished_at"])
+        log.info("comparison reopened", comparison=c.pk, runs_per_side=c.scheduled_per_side,
+                 to=later[0])  # fmt: skip
+        _schedule(c, later[0] - c.scheduled_per_side)
+        return later[0] - c.scheduled_per_side
 
 
 def cancel(comparison_id: int, reason: str = "cancelled") -> bool:

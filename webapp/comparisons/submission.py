@@ -64,6 +64,9 @@ class ComparisonRequest:
     target: str  # a Target's name
     head_ref: str = ""  # side B; empty with a series (applied on base_ref) or for A/A
     series_mbox: bytes | None = None  # a patch series (git format-patch / send-email mbox)
+    # A series applied on base_ref for side A too (a bisection's step between two prefixes
+    # of one series); needs series_mbox. Not offered by the form or the API.
+    base_series_mbox: bytes | None = None
     # If the series does not apply with plain `git am`: `git am -3`, then `patch -F3`. It
     # may then apply, with offsets or fuzz, to a base it was not written against.
     patch_fallback: bool = False
@@ -102,8 +105,16 @@ def submit_comparison(req: ComparisonRequest) -> Comparison:
                                       fuzz=req.patch_fallback)  # fmt: skip
         except preflight.PreflightRefusal as exc:
             raise SubmissionError(exc.field, exc.message) from None
+        if req.base_series_mbox is not None:  # side A's series, against the same base
+            try:
+                preflight.check(tree, req.base_ref, "", req.base_series_mbox,
+                                fuzz=req.patch_fallback)  # fmt: skip
+            except preflight.PreflightRefusal as exc:
+                raise SubmissionError("base_series", f"side A: {exc.message}") from None
         series = _series(req.series_mbox) if req.series_mbox is not None else None
-        rev_a = Revision.objects.create(tree=tree, ref=req.base_ref,
+        series_a = None if req.base_series_mbox is None else _series(req.base_series_mbox)
+        rev_a = Revision.objects.create(tree=tree, ref=req.base_ref, series=series_a,
+                                        patch_fallback=req.patch_fallback and series_a is not None,
                                         **_resolved(commits, req.base_ref))  # fmt: skip
         head = req.head_ref or req.base_ref
         if head == req.base_ref and series is None:
@@ -234,6 +245,8 @@ def _validate(req: ComparisonRequest, specs: list[BenchmarkSpec]) -> None:
             raise SubmissionError(field, f"bad {label} ref: {exc}") from None
     if req.head_ref and req.series_mbox is not None:
         raise SubmissionError("head_ref", "give a head ref or a patch series, not both")
+    if req.base_series_mbox is not None and req.series_mbox is None:
+        raise SubmissionError("base_series", "a series for side A needs one for side B")
     if req.patch_fallback and req.series_mbox is None:
         raise SubmissionError(
             "patch_fallback", "fuzz was allowed, but there is no patch series to apply"

@@ -6,6 +6,7 @@ from typing import Any
 from django.conf import settings
 
 from webapp.alerts import services
+from webapp.bisections import services as bisections
 from webapp.routing import NOTIFY_CHANGE_POINT, NOTIFY_COMPARISON, RESEND_LOST_ALERTS, SEND_ALERT
 from workers.celery_app import CONTROL_TIME_LIMIT, SOFT_MARGIN, app
 
@@ -15,6 +16,9 @@ _SOFT = CONTROL_TIME_LIMIT - SOFT_MARGIN
 
 @app.task(name=NOTIFY_COMPARISON, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
 def notify_comparison_task(comparison_id: int) -> int:
+    # Sent once when a comparison ends: its mail, and the next step of any bisection it is
+    # a step of (a step's comparison is never mailed itself).
+    bisections.on_comparison_done(comparison_id)
     return len(services.notify_comparison(comparison_id))
 
 

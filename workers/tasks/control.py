@@ -1,5 +1,6 @@
 """Control-queue tasks: the comparison state machine and housekeeping of the database."""
 
+from webapp.bisections import services as bisections
 from webapp.comparisons import consoles, orchestrator, runs
 from webapp.routing import (
     ADVANCE_COMPARISON,
@@ -25,7 +26,7 @@ def advance_comparison_task(comparison_id: int) -> None:
 
 @app.task(name=ADVANCE_UNFINISHED, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
 def advance_unfinished_task() -> int:
-    return orchestrator.advance_unfinished()
+    return orchestrator.advance_unfinished() + bisections.advance_unfinished()
 
 
 @app.task(name=REAP_STALE_RUNS, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
