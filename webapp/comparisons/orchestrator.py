@@ -271,7 +271,8 @@ def extend(comparison_id: int) -> int:
         )
         if c.state != ComparisonState.DONE or c.result != Result.OK or c.verdict == RELIABILITY:
             return 0
-        later = [n for n in design_for(c).looks if n > c.scheduled_per_side]
+        design = design_for(c, allow_few_runs=settings.RCUBENCH_ALLOW_FEW_RUNS)
+        later = [n for n in design.looks if n > c.scheduled_per_side]
         if not later:
             return 0
         # State and result in one UPDATE: the database allows a result only when done.
@@ -279,8 +280,9 @@ def extend(comparison_id: int) -> int:
         c.save(update_fields=["state", "result", "finished_at"])
         log.info("comparison reopened", comparison=c.pk, runs_per_side=c.scheduled_per_side,
                  to=later[0])  # fmt: skip
-        _schedule(c, later[0] - c.scheduled_per_side)
-        return later[0] - c.scheduled_per_side
+        more = later[0] - c.scheduled_per_side
+        _schedule(c, more)
+        return more
 
 
 def cancel(comparison_id: int, reason: str = "cancelled") -> bool:

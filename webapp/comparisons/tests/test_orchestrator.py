@@ -512,3 +512,23 @@ def test_a_look_whose_every_try_lost_its_worker_ends_analysis_failed(few_runs, s
     assert (c.state, c.result, c.error_code) == ("done", "failed", "analysis-failed")
     assert c.error_message.startswith("the analysis did not finish in 3 tries")
     assert not c.verdicts.exists()
+
+
+def test_extend_reopens_a_comparison_that_ended_ok_for_its_next_look(
+    few_runs, django_capture_on_commit_callbacks
+):
+    # A bisection's step whose CI still holds the midpoint asks for the design's next look.
+    c = _running()  # 4 runs a side of at most 8
+    Comparison.objects.filter(pk=c.pk).update(state="done", result="ok", verdict="regression")
+    with django_capture_on_commit_callbacks() as sent:
+        assert orchestrator.extend(c.pk) == 4
+    c.refresh_from_db()
+    assert (c.state, c.result, c.finished_at, c.scheduled_per_side) == ("running", "", None, 8)
+    assert c.verdict == "regression"  # kept until the look decides again
+    assert Counter(c.runs.filter(state="queued").values_list("side", flat=True)) == {"A": 8, "B": 8}
+    assert len(sent) == 8  # the new runs
+    Comparison.objects.filter(pk=c.pk).update(state="done", result="ok")
+    assert orchestrator.extend(c.pk) == 0  # at its maximum
+    Comparison.objects.filter(pk=c.pk).update(scheduled_per_side=4, result="failed",
+                                              error_code="runs-failed")  # fmt: skip
+    assert orchestrator.extend(c.pk) == 0  # ended otherwise: not reopened

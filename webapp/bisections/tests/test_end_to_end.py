@@ -1,0 +1,62 @@
+"""One whole bisection through a real worker: a four-patch series on the default kernel
+whose third patch makes every grace period wait one jiffy more before its first
+force-quiescent-state scan (fixtures/planted-4.mbox). The original comparison, the step
+comparisons (their kernels built incrementally in the base's slot, the base from the
+session's cache) and the confirmation all boot for real, 5 runs a side: the 24-run
+bisections are perf/bisect.py's."""
+
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BASE_TAG, DEFAULT_TREE
+from webapp.bisections import services
+from webapp.bisections.models import Bisection
+from webapp.comparisons.submission import ComparisonRequest, submit_comparison
+from webapp.trees.services import register_local_tree
+
+pytestmark = pytest.mark.django_db(transaction=True)
+PLANTED_4 = (Path(__file__).with_name("fixtures") / "planted-4.mbox").read_bytes()
+RUNS = 5  # a side: the fewest at which 5 v 5 ranks reach p < 0.05 with room to spare
+P50 = ("sync-rcu-latency", "writer_duration", "p50")
+
+
+def test_a_four_patch_series_is_bisected_to_its_third_patch_and_confirmed(celery_processes, env):
+    started = time.monotonic()
+    c = submit_comparison(ComparisonRequest(
+        tree=register_local_tree(DEFAULT_TREE).name, base_ref=BASE_TAG,
+        series_mbox=PLANTED_4, benchmarks=("sync-rcu-latency",), target="qemu-x86_64",
+        min_runs=RUNS, max_runs=RUNS,
+    ))  # fmt: skip
+    celery_processes.start_worker(**env)
+    celery_processes.until_done(c, timeout=900)
+    row = c.verdicts.get(benchmark=P50[0], metric=P50[1], statistic=P50[2])
+    assert (c.result, row.verdict) == ("ok", "regression"), c.error_message
+    original = time.monotonic() - started
+
+    b, created = services.start(c.pk, statistic=P50)
+    assert (created, b.n) == (True, 4)
+
+    def ended() -> Bisection | None:
+        found = Bisection.objects.get(pk=b.pk)
+        return found if found.state == "done" else None
+
+    b = celery_processes.wait_for(ended, 1800, step=2)
+    steps = list(b.steps.select_related("comparison").order_by("pk"))
+    table = "\n".join(f"{s.kind} @{s.position}: {s.answer} {s.shift} [{s.ci_low}, "
+                      f"{s.ci_high}] {s.reason}" for s in steps)  # fmt: skip
+    print(
+        f"original {original:.0f} s, bisection {time.monotonic() - started - original:.0f} s"
+        f"\n{table}\n{b.summary}"
+    )
+    assert (b.result, b.outcome, b.first) == ("ok", "culprit", 3), f"{b.summary}\n{table}"
+    bisect = [s for s in steps if s.kind == "bisect"]
+    assert [s.position for s in bisect] == [2, 3]
+    assert len(bisect) <= math.ceil(math.log2(4)) + 1
+    assert {s.kind: s.answer for s in steps if s.kind in ("fresh", "revert")} == {
+        "fresh": "like-b",
+        "revert": "like-b",
+    }
+    assert all(s.comparison is not None and s.comparison.trigger == "bisection" for s in steps)
