@@ -17,9 +17,12 @@ _SOFT = CONTROL_TIME_LIMIT - SOFT_MARGIN
 @app.task(name=NOTIFY_COMPARISON, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
 def notify_comparison_task(comparison_id: int) -> int:
     # Sent once when a comparison ends: its mail, and the next step of any bisection it is
-    # a step of (a step's comparison is never mailed itself).
-    bisections.on_comparison_done(comparison_id)
-    return len(services.notify_comparison(comparison_id))
+    # a step of (a step's comparison is never mailed itself), whatever the mail did (the
+    # periodic kick would advance the bisection later anyway).
+    try:
+        return len(services.notify_comparison(comparison_id))
+    finally:
+        bisections.on_comparison_done(comparison_id)
 
 
 @app.task(name=NOTIFY_CHANGE_POINT, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
