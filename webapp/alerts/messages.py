@@ -11,6 +11,7 @@ import re
 import shlex
 import textwrap
 import unicodedata
+import urllib.parse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -305,3 +306,140 @@ def comparison_subject(
         change = f"{v.metric} {pct} {kind}"
     name = b.name
     return header_text(f"[rcubench] {name.where}: {change} at {name.commit or 'an unresolved ref'}")
+
+
+# --- a bisection's confirmed culprit ------------------------------------------------------
+
+LORE = "https://lore.kernel.org/r/"
+ANSWER_TEXT = {"like-a": "like A", "like-b": "like B", "": "pending"}
+
+
+@dataclass(frozen=True)
+class StepFacts:
+    """One step of a bisection: the commit at `position` (of n) tested by a comparison."""
+
+    position: int
+    kind: str  # bisect (against A), fresh (the culprit against its parent), revert
+    answer: str  # like-a, like-b, unknown, skipped; "" while it runs
+    shift: float | None  # the statistic's shift in the step's comparison, its unit
+    ci_low: float | None
+    ci_high: float | None
+    comparison_url: str  # "" when the step has no comparison (not submitted, deleted)
+
+
+@dataclass(frozen=True)
+class CulpritFacts:
+    """A bisection whose culprit was confirmed, and what the mail says of it."""
+
+    bisection_id: int
+    comparison_id: int
+    benchmark: str
+    metric: str
+    statistic: str
+    unit: str  # "%" (a relative shift) or the metric's unit (B - A)
+    verdict: str  # the statistic's verdict in the original: regression or improvement
+    effect: float
+    effect_low: float
+    effect_high: float
+    position: int  # the culprit, 1..n
+    n: int
+    sha: str  # the commit; "" for a patch of a series
+    subject: str
+    author: str
+    message_id: str  # a series patch's (its lore link); "" when not known
+    summary: str  # the confirmation in words (Bisection.summary)
+    steps: Sequence[StepFacts]  # in the order they ran
+    comparison_url: str  # the original's report
+
+    @property
+    def label(self) -> str:
+        """The culprit as the kernel names it: 12 digits of its sha, or its place in the
+        series."""
+        return self.sha[:12] if self.sha else f"patch {self.position}/{self.n}"
+
+
+def lore_url(message_id: str) -> str:
+    """The patch's mail on lore.kernel.org (its /r/ redirector finds the list); "" when
+    `message_id` is not a well-formed one. A "/" in the id is escaped, as lore writes it."""
+    ids = message_ids(message_id)
+    if not ids:
+        return ""
+    return LORE + urllib.parse.quote(ids[0][1:-1], safe="@!$&'()*+,;=:~")
+
+
+def shift_text(shift: float | None, unit: str) -> str:
+    """`+9.90%` (the verdict table's form) or `+4096 KiB` (B - A in the metric's unit)."""
+    if shift is None:
+        return "n/a"
+    return f"{shift:+.2f}%" if unit == "%" else f"{shift:+.6g} {unit}".rstrip()
+
+
+def ci_text(low: float | None, high: float | None, unit: str) -> str:
+    """`[+8.10, +11.70]` (in % points) or `[+1024, +8192]` (in the metric's unit)."""
+    if low is None or high is None:
+        return ""
+    return f"[{low:+.2f}, {high:+.2f}]" if unit == "%" else f"[{low:+.6g}, {high:+.6g}]"
+
+
+def effect_text(shift: float | None, low: float | None, high: float | None, unit: str) -> str:
+    return " ".join(t for t in (shift_text(shift, unit), ci_text(low, high, unit)) if t)
+
+
+# pos (9) step (7) answer (8) shift (12) CI (20) with one-space gaps: 60 columns, room for
+# "+123456 KiB [-123456, +234567]"; each step's comparison on the line under it (a URL is
+# never cut, nor pushed past 78).
+_STEP_COLS = ((9, ">"), (7, "<"), (8, "<"), (12, ">"), (20, ">"))
+_STEP_URL_INDENT = " " * 10
+
+
+def step_table(steps: Sequence[StepFacts], n: int, unit: str) -> list[str]:
+    """The bisection's steps in the order they ran, in verdict_table's fixed-width style."""
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [f"{c:{a}{w}}" for c, (w, a) in zip(cells, _STEP_COLS, strict=True)]
+        return " ".join(parts).rstrip()
+
+    lines = [line(("pos", "step", "answer", "shift", "95% CI")),
+             line(tuple("-" * w for w, _ in _STEP_COLS))]  # fmt: skip
+    for s in steps:
+        cells = (f"{s.position}/{n}", s.kind, ANSWER_TEXT.get(s.answer, s.answer),
+                 shift_text(s.shift, unit), ci_text(s.ci_low, s.ci_high, unit))  # fmt: skip
+        lines.append(line(cells))
+        if s.comparison_url:
+            lines.append(_STEP_URL_INDENT + s.comparison_url)
+    lines.append(
+        _para(
+            "pos: the commit (or patch) tested, k of n; bisect: it against A; "
+            "fresh: the culprit against its parent, run again; revert: head with the "
+            "culprit reverted, against head (like B: it moved back). shift: the step's "
+            "B against its A, 95% CI."
+        )
+    )
+    return lines
+
+
+def culprit_body(f: CulpritFacts, links: Links, reason: str) -> str:
+    """A confirmed culprit, as a reply to the comparison's alert: the statistic and its
+    original effect, the culprit and where to read it (lore for a patch, the sha for a
+    commit), the confirmation, every step, the bisection's page (`links.report`), and how
+    to stop these mails."""
+    among = f"the series' {f.n} patches" if not f.sha else f"the {f.n} commits from A to B"
+    effect = effect_text(f.effect, f.effect_low, f.effect_high, f.unit)
+    opening = (
+        f"rcubench bisected the {f.verdict} of {f.benchmark} {f.metric} ({f.statistic}) "
+        f"in comparison #{f.comparison_id}, {effect} (B against A, 95% CI), to one of "
+        f"{among}, and confirmed it:"
+    )
+    parts = [_para(opening), "", _para(f'{f.label} ("{f.subject}")', "  ")]
+    if f.author:
+        parts.append(_para(f"Author: {f.author}", "  "))
+    if f.sha:
+        parts.append(f"  commit {f.sha}")
+    elif url := lore_url(f.message_id):
+        parts.append(f"  {url}")
+    parts += ["", _para(f.summary), ""]
+    parts += ["The steps, each a comparison:", "", *step_table(f.steps, f.n, f.unit), ""]
+    parts += ["The bisection, with every step:", f"  {links.report}"]
+    parts += ["The comparison it bisected:", f"  {f.comparison_url}", ""]
+    parts += _footer(reason, links)
+    return "\n".join(parts) + "\n"

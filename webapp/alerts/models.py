@@ -1,14 +1,16 @@
 """Outgoing alert mails, who asked for them and who asked not to get them.
 
-One Alert row per message and recipient: its unique key (comparison or change point, kind,
-recipient) is the idempotency key that keeps a task run twice from sending a second mail
-(docs/alerts.md, delivery guarantees).
+One Alert row per message and recipient, about one event: a comparison, a change point, or a
+bisection's confirmed culprit. Its unique key (the event, kind, recipient) is the
+idempotency key that keeps a task run twice from sending a second mail (docs/alerts.md,
+delivery guarantees).
 """
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
+from webapp.bisections.models import Bisection
 from webapp.comparisons.models import Comparison
 from webapp.trees.models import Tree
 from webapp.watch.models import ChangePoint
@@ -41,6 +43,11 @@ class Alert(models.Model):
     change_point = models.ForeignKey(
         ChangePoint, null=True, blank=True, on_delete=models.CASCADE, related_name="alerts"
     )
+    # A confirmed culprit's mail: a reply to the comparison's own alert. Its kind is that
+    # alert's (regression or improvement), so subscriptions need no kind of their own.
+    bisection = models.ForeignKey(
+        Bisection, null=True, blank=True, on_delete=models.CASCADE, related_name="alerts"
+    )
     kind = models.CharField(max_length=16, choices=Kind)
     recipient = models.EmailField(max_length=254)
     reason = models.CharField(
@@ -49,7 +56,7 @@ class Alert(models.Model):
     subject = models.CharField(max_length=998)
     message_id = models.CharField(max_length=998, unique=True)
     in_reply_to = models.CharField(
-        max_length=998, blank=True, help_text="Message-Id of the patch mail it replies to."
+        max_length=998, blank=True, help_text="Message-Id of the mail it replies to."
     )
     references = models.TextField(blank=True)
     state = models.CharField(max_length=16, choices=State, default=State.QUEUED)
@@ -63,8 +70,13 @@ class Alert(models.Model):
     class Meta:
         ordering = ["-created_at", "-pk"]
         constraints = [
+            # Exactly one event (XOR of three would also pass all three set).
             models.CheckConstraint(
-                condition=Q(comparison__isnull=True) ^ Q(change_point__isnull=True),
+                condition=(
+                    Q(comparison__isnull=False, change_point__isnull=True, bisection__isnull=True)
+                    | Q(comparison__isnull=True, change_point__isnull=False, bisection__isnull=True)
+                    | Q(comparison__isnull=True, change_point__isnull=True, bisection__isnull=False)
+                ),
                 name="alert_about_one_thing",
             ),
             models.UniqueConstraint(
@@ -77,14 +89,20 @@ class Alert(models.Model):
                 condition=Q(change_point__isnull=False),
                 name="alert_once_per_change_point",
             ),
+            models.UniqueConstraint(
+                fields=["bisection", "kind", "recipient"],
+                condition=Q(bisection__isnull=False),
+                name="alert_once_per_bisection",
+            ),
         ]
 
     def __str__(self) -> str:
-        about = (
-            f"comparison {self.comparison_id}"
-            if self.comparison_id
-            else f"change point {self.change_point_id}"
-        )
+        if self.comparison_id:
+            about = f"comparison {self.comparison_id}"
+        elif self.change_point_id:
+            about = f"change point {self.change_point_id}"
+        else:
+            about = f"bisection {self.bisection_id}"
         return f"{self.kind} alert for {about} to {self.recipient}"
 
 

@@ -1,7 +1,8 @@
 """Who gets an alert mail, and its delivery at most once (docs/alerts.md).
 
-notify_comparison / notify_change_point decide the recipients and create one Alert row per
-recipient (the unique key makes a second call a no-op), then send one task per queued row.
+notify_comparison / notify_change_point (and, for a bisection's confirmed culprit,
+bisection.notify_bisection) decide the recipients and create one Alert row per recipient
+(the unique key makes a second call a no-op), then send one task per queued row.
 deliver() sends one row's mail: the row goes queued -> sending (committed before the SMTP
 transaction starts) -> sent | failed | unknown. A task that finds its row in `sending`
 knows an earlier attempt died mid-transaction, after which the server may or may not hold
@@ -36,6 +37,7 @@ from webapp import access, dispatch, logs
 from webapp.access import AnyUser
 from webapp.alerts import messages
 from webapp.alerts.models import Alert, OptOut, Subscription
+from webapp.bisections.models import Bisection
 from webapp.comparisons.models import Comparison, ComparisonState
 from webapp.comparisons.reproducer import public_url, reproducer
 from webapp.comparisons.summary import header, verdict_rows
@@ -318,8 +320,9 @@ def _skipped(r: Recipient) -> dict[str, str]:
 
 def _queue(rows: list[Alert], existing: QuerySet[Alert], **ids: int) -> list[int]:
     with transaction.atomic():
-        # The unique key (comparison or change point, kind, recipient) drops rows made by
-        # an earlier call: each recipient has one row, whatever the number of calls.
+        # The unique key (the comparison, change point or bisection, kind, recipient) drops
+        # rows made by an earlier call: each recipient has one row, whatever the number of
+        # calls.
         Alert.objects.bulk_create(rows, ignore_conflicts=True)
         skipped = [r.recipient for r in rows if r.state == State.SKIPPED]
         recorded = existing.filter(state=State.SKIPPED, recipient__in=skipped)
@@ -343,6 +346,37 @@ def _links(address: str) -> messages.Links:
     )
 
 
+def report_url(comparison_id: int) -> str:
+    return public_url() + reverse("reports:comparison", args=[comparison_id])
+
+
+def bisection_url(bisection_id: int) -> str:
+    # No page route to reverse yet: the path the bisection's page is to have.
+    return public_url() + f"/bisections/{bisection_id}/"
+
+
+def _culprit_facts(b: Bisection) -> messages.CulpritFacts:
+    position = b.first or 0
+    commit = b.commits[position - 1]
+    steps = [
+        messages.StepFacts(
+            position=s.position, kind=s.kind, answer=s.answer, shift=s.shift,
+            ci_low=s.ci_low, ci_high=s.ci_high,
+            comparison_url=report_url(s.comparison_id) if s.comparison_id else "",
+        )
+        for s in b.steps.order_by("created_at", "pk")
+    ]  # fmt: skip
+    return messages.CulpritFacts(
+        bisection_id=b.pk, comparison_id=b.comparison_id, benchmark=b.benchmark,
+        metric=b.metric, statistic=b.statistic, unit=b.unit, verdict=b.original_verdict,
+        effect=b.effect, effect_low=b.effect_low, effect_high=b.effect_high,
+        position=position, n=b.n, sha=commit.get("sha", ""), subject=commit.get("subject", ""),
+        author=commit.get("author", ""),
+        message_id=commit.get("link", "") if b.kind == Bisection.Kind.SERIES else "",
+        summary=b.summary, steps=steps, comparison_url=report_url(b.comparison_id),
+    )  # fmt: skip
+
+
 def _change_point_facts(cp: ChangePoint) -> messages.ChangePointFacts:
     return messages.ChangePointFacts(
         tree=cp.tree.name, branch=cp.branch, benchmark=cp.benchmark, metric=cp.metric,
@@ -360,11 +394,18 @@ def render(alert: Alert) -> EmailMessage:
             "revision_a__tree", "revision_b__tree", "revision_b__series", "target",
             "build_a", "build_b", "submitted_by",
         ).get(pk=alert.comparison_id)  # fmt: skip
-        report = public_url() + reverse("reports:comparison", args=[c.pk])
-        links = messages.Links(report, links.unsubscribe, links.subscriptions)
+        links = messages.Links(report_url(c.pk), links.unsubscribe, links.subscriptions)
         body = messages.comparison_body(header(c), verdict_rows(c), alert.kind, reproducer(c),
                                         links, alert.reason)  # fmt: skip
         extra = {"X-rcubench-Comparison": str(c.pk), "X-rcubench-Verdict": c.verdict}
+    elif alert.bisection_id is not None:
+        b = Bisection.objects.get(pk=alert.bisection_id)
+        facts = _culprit_facts(b)
+        links = messages.Links(bisection_url(b.pk), links.unsubscribe, links.subscriptions)
+        body = messages.culprit_body(facts, links, alert.reason)
+        extra = {"X-rcubench-Comparison": str(b.comparison_id),
+                 "X-rcubench-Bisection": str(b.pk),
+                 "X-rcubench-Culprit": facts.sha or facts.label}  # fmt: skip
     else:
         assert alert.change_point is not None  # noqa: S101 - the check constraint
         body = messages.change_point_body(_change_point_facts(alert.change_point), links,
@@ -416,9 +457,10 @@ def _data(smtp: smtplib.SMTP, data: bytes) -> str:
 def _record(pk: int, state: str, from_states: tuple[str, ...], **fields: object) -> bool:
     done = Alert.objects.filter(pk=pk, state__in=from_states).update(state=state, **fields)
     if done:
-        alert = Alert.objects.values("comparison_id", "change_point_id").get(pk=pk)
+        alert = Alert.objects.values("comparison_id", "change_point_id", "bisection_id").get(pk=pk)
         log.info("alert state", alert=pk, comparison=alert["comparison_id"],
-                 change_point=alert["change_point_id"], state=state,
+                 change_point=alert["change_point_id"], bisection=alert["bisection_id"],
+                 state=state,
                  reason=str(fields.get("last_error", ""))[:200])  # fmt: skip
     return bool(done)
 
@@ -433,7 +475,8 @@ def _checked(alert: Alert) -> str | None:
     restricted comparison; None when it may."""
     if opted_out(alert.recipient):
         return "the address opted out before the mail was sent"
-    c = alert.comparison
+    # A culprit's mail tells of its comparison: it obeys that comparison's visibility.
+    c = alert.comparison or (alert.bisection.comparison if alert.bisection else None)
     if (c is not None and c.visibility == Comparison.Visibility.RESTRICTED
             and not _member_may_see(alert.recipient, c)):  # fmt: skip
         return "the comparison is restricted and this address's account may not see it"
@@ -452,7 +495,7 @@ def deliver(alert_id: int) -> str:
     with transaction.atomic():
         alert = (
             Alert.objects.select_for_update(of=("self",))
-            .select_related("comparison", "change_point__tree")
+            .select_related("comparison", "change_point__tree", "bisection__comparison")
             .get(pk=alert_id)
         )
         if alert.state == State.SENDING:
