@@ -19,8 +19,8 @@ next candidate is the untried one nearest the middle, and when none is left the 
 the range, with the reasons.
 
 The gate: a statistic whose noise cannot resolve its own effect at a step's maximum runs
-(the smallest detectable shift, scaled from the original's runs to the maximum, at least
-the effect) is not bisected: every step would end unknown.
+(the smallest detectable shift, scaled from the original's runs to the maximum, above the
+effect) is not bisected: its steps would end unknown.
 
 Confirmation: the culprit against its parent, run afresh, must be like B (of the
 parent-to-culprit move, the original effect); head with the culprit reverted against head
@@ -196,11 +196,13 @@ def gate(effect: Effect, smallest_detectable: float | None, n_a: int, n_b: int,
     if smallest_detectable is None or not math.isfinite(smallest_detectable):
         return "the original stored no smallest detectable shift (no spread between runs)"
     at_max = smallest_detectable * math.sqrt((2 / max_runs) / (1 / n_a + 1 / n_b))
-    # A step is placed against half the effect: its noise must resolve that half.
-    if at_max > abs(effect.shift) / 2:
+    # The rule. A step's CI half-width is about 0.7 of this figure (z of alpha/2
+    # over z of alpha/2 plus z of the power), so below the effect it also resolves half of
+    # it for a commit like A or like B.
+    if at_max > abs(effect.shift):
         return (
             f"too noisy to bisect: at {max_runs} runs per side a step could detect "
-            f"{at_max:.3g}, more than half the effect ({abs(effect.shift) / 2:.3g})"
+            f"{at_max:.3g}, more than the effect ({abs(effect.shift):.3g})"
         )
     return ""
 

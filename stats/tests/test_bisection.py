@@ -102,11 +102,11 @@ def test_a_step_without_an_effect_to_place_against_is_refused():
         b.step_answer(Effect(1, 0, 2), 0.0)
 
 
-def test_the_gate_refuses_noise_that_cannot_resolve_half_the_effect_at_max_runs():
+def test_the_gate_refuses_noise_that_cannot_resolve_the_effect_at_max_runs():
     effect = Effect(4.0, 2.0, 6.0)
-    # 24 v 24 runs could detect 3%: at 96 per side, 1.5%, under half the effect (2%).
-    assert b.gate(effect, 3.0, 24, 24, 96) == ""
-    # 24 v 24 could detect 10%: at 96, 5%, more than half of 4%.
+    # 24 v 24 runs could detect 6%: at 96 per side, 3%, under the effect.
+    assert b.gate(effect, 6.0, 24, 24, 96) == ""
+    # 24 v 24 could detect 10%: at 96, 5%, more than the effect.
     assert "too noisy to bisect" in b.gate(effect, 10.0, 24, 24, 96)
     assert "no CI" in b.gate(Effect(4.0, None, None), 3.0, 24, 24, 96)
     assert "smallest detectable" in b.gate(effect, None, 24, 24, 96)
