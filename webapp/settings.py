@@ -464,6 +464,12 @@ SPECTACULAR_SETTINGS = {
         "ResultEnum": "webapp.states.Result",
         "ComparisonErrorCodeEnum": "webapp.comparisons.models.Comparison.Error",
         "RunErrorCodeEnum": "webapp.comparisons.models.Run.Error",
+        "TriggerEnum": "webapp.comparisons.models.Comparison.Trigger",
+        "BisectionTriggerEnum": "webapp.bisections.models.Bisection.Trigger",
+        "BisectionKindEnum": "webapp.bisections.models.Bisection.Kind",
+        "BisectionStateEnum": "webapp.bisections.models.BisectionState",
+        "BisectionErrorCodeEnum": "webapp.bisections.models.Bisection.Error",
+        "StepKindEnum": "webapp.bisections.models.Step.Kind",
     },
 }
 

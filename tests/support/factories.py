@@ -15,6 +15,7 @@ from factory.declarations import (
 from factory.django import DjangoModelFactory
 
 from webapp.analysis.models import MetricVerdict
+from webapp.bisections.models import Bisection, Step
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.trees.models import Build, PatchSeries, Revision, Tree, TreeMembership
 from webapp.watch.models import Push
@@ -204,3 +205,84 @@ def watched_head(tree: Tree, target: Target, n: int, level: float, *, visibility
     )  # fmt: skip
     push.comparisons.add(c)
     return push, c
+
+
+# --- bisections -----------------------------------------------------------------------
+
+
+def series_mbox(n: int, subject: str = "rcu: step", tag: str = "series") -> bytes:
+    """A git format-patch mbox of `n` patches ("[PATCH k/n] <subject> k"), each a one-line
+    change of kernel/rcu/tree.c: what engine.build.patches.parse_mbox reads. `tag` goes in
+    the message-ids (<k.tag@example.org>): mboxes of different tags differ."""
+    out = []
+    for k in range(1, n + 1):
+        out.append(
+            f"From {_sha1(k)} Mon Sep 17 00:00:00 2001\n"
+            f"Message-Id: <{k}.{tag}@example.org>\n"
+            "From: Ada Example <ada@example.org>\n"
+            "Date: Fri, 20 Nov 2026 10:00:00 +0000\n"
+            f"Subject: [PATCH {k}/{n}] {subject} {k}\n\n"
+            "Signed-off-by: Ada Example <ada@example.org>\n---\n"
+            "diff --git a/kernel/rcu/tree.c b/kernel/rcu/tree.c\n"
+            "--- a/kernel/rcu/tree.c\n+++ b/kernel/rcu/tree.c\n"
+            f"@@ -1,1 +1,1 @@\n-old {k}\n+new {k}\n-- \n2.39.5\n\n"
+        )
+    return "".join(out).encode()
+
+
+def bisectable_comparison(tree: Tree | None = None, *, patches: int = 3, visibility: str = "public",
+                          submitted_by: User | None = None, shift: float = 10.0,
+                          verdict: str = "regression") -> Comparison:  # fmt: skip
+    """A comparison that ended ok, side B the base plus a series of `patches` patches, whose
+    primary sync-rcu-latency writer_duration p50 moved by `shift` % (CI shift -+ 2, a
+    smallest detectable shift of 2 %: the gate lets it through)."""
+    tree = tree or TreeFactory.create()
+    a = RevisionFactory.create(tree=tree, ref="v6.12")
+    series = PatchSeriesFactory.create(mbox=series_mbox(patches, tag=f"s{next(_counter)}"),
+                                       subject=f"[PATCH 0/{patches}] rcu: a series")  # fmt: skip
+    b = RevisionFactory.create(tree=tree, ref="v6.12", series=series, base_sha=a.sha, sha="")
+    c = ComparisonFactory.create(
+        revision_a=a, revision_b=b, visibility=visibility, submitted_by=submitted_by,
+        state="done", result="ok", verdict=verdict,
+    )  # fmt: skip
+    MetricVerdictFactory.create(
+        comparison=c, verdict=verdict, shift_pct=shift, ci_low_pct=shift - 2,
+        ci_high_pct=shift + 2, median_a=6.0, median_b=6.0 * (1 + shift / 100),
+        details={"unit": "ms", "relative": True, "adjustment": "holm", "shift": shift,
+                 "ci": [shift - 2, shift + 2], "smallest_detectable_shift": 2.0},
+    )  # fmt: skip
+    return c
+
+
+class BisectionFactory(DjangoModelFactory[Bisection]):
+    """A bisection of a series of three patches (make its comparison bisectable_comparison
+    for a consistent whole)."""
+
+    class Meta:
+        model = Bisection
+
+    comparison = SubFactory(ComparisonFactory)
+    mode = Bisection.Mode.BISECT
+    kind = Bisection.Kind.SERIES
+    benchmark = "sync-rcu-latency"
+    metric = "writer_duration"
+    statistic = "p50"
+    unit = "%"
+    effect = 10.0
+    effect_low = 8.0
+    effect_high = 12.0
+    original_verdict = "regression"
+    commits = LazyFunction(lambda: [
+        {"sha": "", "subject": f"rcu: step {k}", "author": "Ada Example <ada@example.org>",
+         "link": f"<{k}.series@example.org>"} for k in (1, 2, 3)
+    ])  # fmt: skip
+    trigger = Bisection.Trigger.WEB
+
+
+class StepFactory(DjangoModelFactory[Step]):
+    class Meta:
+        model = Step
+
+    bisection = SubFactory(BisectionFactory)
+    kind = Step.Kind.BISECT
+    position = 1

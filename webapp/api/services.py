@@ -16,6 +16,8 @@ from webapp import access, logs
 from webapp.access import AnyUser
 from webapp.accounts import tokens as tokens_service
 from webapp.analysis.models import MetricVerdict
+from webapp.bisections import services as bisection_services
+from webapp.bisections.models import Bisection
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.comparisons.names import name_annotations
 from webapp.comparisons.reproducer import public_url
@@ -254,6 +256,39 @@ def verdicts(user: AnyUser, comparison_pk: int) -> QuerySet[MetricVerdict]:
     return MetricVerdict.objects.filter(comparison=c).order_by(
         "benchmark", "-is_primary", "metric", "statistic", "pk"
     )
+
+
+# --- bisections -------------------------------------------------------------------------
+
+BisectionRefused = bisection_services.BisectionRefused
+
+
+def bisections(user: AnyUser) -> QuerySet[Bisection]:
+    """The bisections `user` may see (those of comparisons they see), newest first, with
+    what the API shows joined in."""
+    qs = bisection_services.visible(user).select_related("comparison", "requested_by")
+    return qs.order_by("-created_at", "-pk")
+
+
+def bisection(user: AnyUser, pk: int) -> Bisection:
+    return access.get_visible(bisections(user), pk=_pk(pk))
+
+
+def start_bisection(
+    user: AnyUser, comparison_pk: int, fields: dict[str, Any]
+) -> tuple[Bisection, bool]:
+    """Start (or join) a bisection for `user` (bisections.services.start: BisectionRefused,
+    PermissionDenied, Http404); whether it was created."""
+    named = (fields["benchmark"], fields["metric"], fields["statistic"])
+    return bisection_services.start(
+        _pk(comparison_pk), mode=fields["mode"], statistic=named if all(named) else None,
+        user=user, trigger=Bisection.Trigger.API,
+    )  # fmt: skip
+
+
+def cancel_bisection(user: AnyUser, pk: int) -> tuple[Bisection, bool]:
+    """bisections.services.cancel_for (404, PermissionDenied); whether this ended it."""
+    return bisection_services.cancel_for(user, _pk(pk))
 
 
 # --- tokens (webapp/accounts/tokens.py: the account's own service) ---------------------

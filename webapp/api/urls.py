@@ -45,6 +45,12 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(
         "v1/comparisons/<id:pk>/data.json", views.ComparisonJSON.as_view(), name="comparison-json"
     ),
+    path(
+        "v1/comparisons/<id:pk>/bisect/", views.ComparisonBisect.as_view(), name="comparison-bisect"
+    ),
+    path("v1/bisections/", views.BisectionList.as_view(), name="bisection-list"),
+    path("v1/bisections/<id:pk>/", views.BisectionDetail.as_view(), name="bisection-detail"),
+    path("v1/bisections/<id:pk>/cancel/", views.BisectionCancel.as_view(), name="bisection-cancel"),
     path("v1/runs/<id:pk>/", views.RunDetail.as_view(), name="run-detail"),
     path("v1/runs/<id:pk>/measurements/", views.RunMeasurements.as_view(), name="run-measurements"),
     path("v1/tokens/", views.TokenList.as_view(), name="token-list"),

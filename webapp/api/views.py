@@ -24,6 +24,7 @@ from webapp.api.auth import ManagedBySession, TokenAuthentication, TokenScopes
 from webapp.api.errors import PayloadTooLarge
 from webapp.api.filters import ComparisonFilter
 from webapp.api.pagination import MeasurementPagination
+from webapp.bisections.models import Bisection
 from webapp.comparisons import exports, orchestrator
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.comparisons.submission import SubmissionError
@@ -268,6 +269,86 @@ class ComparisonVerdicts(generics.ListAPIView[MetricVerdict]):
 
     def get_queryset(self) -> QuerySet[MetricVerdict]:
         return services.verdicts(self.request.user, self.kwargs["pk"])
+
+
+# --- bisections -----------------------------------------------------------------------
+
+
+@extend_schema(tags=["bisections"])
+class BisectionList(generics.ListAPIView[Bisection]):
+    """The bisections and attributions you may see (those of comparisons you see), newest
+    first."""
+
+    serializer_class = s.BisectionSerializer
+    filter_backends: list[Any] = []
+
+    def get_queryset(self) -> QuerySet[Bisection]:
+        return services.bisections(self.request.user)
+
+
+@extend_schema(tags=["bisections"])
+class BisectionDetail(generics.RetrieveAPIView[Bisection]):
+    """One bisection with its commits (or patches), every step and an attribution's
+    waterfall: what its page shows (404 if you may not see its comparison)."""
+
+    serializer_class = s.BisectionDetailSerializer
+
+    def get_object(self) -> Bisection:
+        return services.bisection(self.request.user, self.kwargs["pk"])
+
+
+@extend_schema(
+    tags=["bisections"],
+    description="Bisect a statistic of a finished comparison, or attribute it to each "
+    "patch of its series (mode attribute). Needs the submitter role on the comparison's "
+    "tree (a token: the submit scope). 201 with the new bisection; 200 with the one "
+    "already running for the same comparison, statistic and mode (the request joined it); "
+    'a refusal is a 400 {"detail": why} (nothing to bisect, too noisy, no commits...).',
+    request=s.BisectRequestSerializer,
+    responses={201: s.BisectionDetailSerializer, 200: s.BisectionDetailSerializer},
+)
+class ComparisonBisect(APIView):
+    permission_classes = [permissions.IsAuthenticated, TokenScopes]
+    throttle_scope = "submit"  # each step is a comparison
+
+    def post(self, request: Request, pk: int) -> Response:
+        form = s.BisectRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            b, created = services.start_bisection(request.user, pk, form.validated_data)
+        except services.BisectionRefused as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        body = s.BisectionDetailSerializer(services.bisection(request.user, b.pk)).data
+        if not created:
+            return Response(body)
+        location = request.build_absolute_uri(reverse("api:bisection-detail", args=[b.pk]))
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Location": location})
+
+
+@extend_schema(
+    tags=["bisections"],
+    request=None,
+    responses={
+        200: s.BisectionDetailSerializer,
+        409: OpenApiResponse(description="The bisection had already ended."),
+    },
+)
+class BisectionCancel(APIView):
+    """Cancel a bisection that has not ended, and its unfinished step comparisons: who
+    asked for it, the comparison's submitter, the tree's admins and staff may (403 for
+    others who see it, 404 for those who do not)."""
+
+    permission_classes = [permissions.IsAuthenticated, TokenScopes]
+
+    def post(self, request: Request, pk: int) -> Response:
+        _, ended = services.cancel_bisection(request.user, pk)
+        b = services.bisection(request.user, pk)
+        if not ended:
+            return Response(
+                {"detail": f"bisection {b.pk} had already ended ({b.result})"},
+                status=status.HTTP_409_CONFLICT,
+            )
+        return Response(s.BisectionDetailSerializer(b).data)
 
 
 # --- exports --------------------------------------------------------------------------

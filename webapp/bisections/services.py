@@ -36,6 +36,7 @@ from stats.verdicts import IMPROVEMENT, REGRESSION
 from webapp import access, dispatch, logs
 from webapp.access import AnyUser
 from webapp.analysis.models import MetricVerdict
+from webapp.bisections import summary
 from webapp.bisections.models import ACTIVE, Bisection, BisectionState, Step
 from webapp.comparisons import orchestrator, preflight
 from webapp.comparisons.models import Comparison, ComparisonState
@@ -101,7 +102,7 @@ def start(
             with transaction.atomic():
                 b = Bisection.objects.create(
                     comparison=c, mode=mode, kind=kind, benchmark=row.benchmark,
-                    metric=row.metric, statistic=row.statistic, unit=_unit(row),
+                    metric=row.metric, statistic=row.statistic, unit=row_unit(row),
                     effect=effect.shift, effect_low=effect.ci_low or 0.0,
                     effect_high=effect.ci_high or 0.0, original_verdict=row.verdict,
                     commits=commits, trigger=trigger,
@@ -158,6 +159,18 @@ def _row(
     return row, e
 
 
+def bisectable_rows(c: Comparison) -> list[MetricVerdict]:
+    """The statistics a bisection of `c` may be asked for (what a page offers): its primary
+    regressions and improvements, once it ended ok, unless it is itself a step. start()
+    still decides (the gate, the commits)."""
+    if c.state != ComparisonState.DONE or c.result != Result.OK:
+        return []
+    if c.trigger == Comparison.Trigger.BISECTION:
+        return []
+    rows = MetricVerdict.objects.filter(comparison=c, is_primary=True, verdict__in=BISECTABLE)
+    return list(rows.order_by("benchmark", "metric", "statistic"))
+
+
 def row_effect(row: MetricVerdict) -> rules.Effect | None:
     """The row's shift and CI in its own unit (% when relative, else the metric's): the
     unit its smallest detectable shift is in. None: no shift."""
@@ -169,7 +182,8 @@ def row_effect(row: MetricVerdict) -> rules.Effect | None:
     return rules.Effect(float(shift), low, high)
 
 
-def _unit(row: MetricVerdict) -> str:
+def row_unit(row: MetricVerdict) -> str:
+    """The unit of the row's effect (row_effect): % when relative, else the metric's."""
     d = row.details or {}
     return "%" if d.get("relative", True) else str(d.get("unit", ""))
 
@@ -312,28 +326,17 @@ def _as_answer(step: Step) -> rules.Answer:
 
 def _span(b: Bisection, first: int, last: int) -> str:
     def name(p: int) -> str:
-        c = b.commits[p - 1]
-        label = c["sha"][:12] if c["sha"] else f"patch {p}/{b.n}"
-        return f'{label} ("{c["subject"]}")'
+        return f'{summary.label(b, p)} ("{b.commits[p - 1]["subject"]}")'
 
     return name(first) if first == last else f"{name(first)} .. {name(last)}"
 
 
 def _attribution_summary(b: Bisection, steps: Sequence[Step]) -> str:
-    by_pos = {s.position: s for s in steps}
-    effects = [_effect(by_pos.get(p)) for p in range(1, b.n + 1)]
-    threshold = b.comparison.threshold_pct if b.unit == "%" else 0.0  # absolute: no % line
-    bars = rules.waterfall(effects, threshold)
-    moved = [bar.position for bar in bars if bar.beyond_threshold]
+    # The bars the page and the API draw (summary.waterfall_bars): one rule for "moved".
+    moved = [bar.position for bar in summary.waterfall_bars(b, steps) if bar.beyond_threshold]
     if not moved:
         return "No patch's CI lies beyond the threshold."
     return "Beyond the threshold: " + "; ".join(_span(b, p, p) for p in moved) + "."
-
-
-def _effect(step: Step | None) -> rules.Effect | None:
-    if step is None or step.shift is None:
-        return None
-    return rules.Effect(step.shift, step.ci_low, step.ci_high)
 
 
 # --- steps ------------------------------------------------------------------------------
@@ -514,11 +517,16 @@ def cancel_for(user: AnyUser, pk: int) -> tuple[Bisection, bool]:
     """Cancel for `user`: who may cancel the original comparison may cancel its bisection,
     and so may the account that asked for it."""
     b = access.get_visible(visible(user), pk=pk)
-    mine = user.is_authenticated and b.requested_by_id == user.pk
-    if not (mine or access.can_cancel(user, b.comparison)):
+    if not may_cancel(user, b):
         raise PermissionDenied("only who asked for it, the tree's admins and staff may cancel it")
     name = user.get_username()
     return b, cancel(b.pk, f"cancelled by {name}")
+
+
+def may_cancel(user: AnyUser, b: Bisection) -> bool:
+    """Whether `user` may cancel `b` (cancel_for's rule, for a page's button)."""
+    mine = user.is_authenticated and b.requested_by_id == user.pk
+    return bool(mine or access.can_cancel(user, b.comparison))
 
 
 def visible(user: AnyUser) -> QuerySet[Bisection]:

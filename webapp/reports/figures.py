@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from benchmarks.spec import FigureSpec
+from stats.bisection import Bar, Effect
 from stats.inputs import RunSamples, run_values
 
 SIDES = ("A", "B")
@@ -301,3 +302,102 @@ def _layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> None:
 def _rgba(hex_color: str, alpha: float) -> str:
     r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgba({r},{g},{b},{alpha})"
+
+
+# --- bisection ------------------------------------------------------------------------
+
+# A patch's bar whose CI lies within the threshold (or has no CI): drawn, but not coloured.
+QUIET_BAR = "#bdbdbd"
+
+
+def waterfall_figure(
+    title: str,
+    unit: str,
+    labels: Sequence[str],
+    subjects: Sequence[str],
+    bars: Sequence[Bar],
+    *,
+    threshold: float = 0.0,
+    original: Effect | None = None,
+) -> go.Figure:
+    """A per-patch attribution as a waterfall (bars from stats.bisection.waterfall, one per
+    patch in order, `labels` and `subjects` naming them): each patch's effect against its
+    parent as a bar from where the ones before it ended, its CI as an error bar at the
+    bar's end. A bar whose CI lies beyond the threshold is coloured (vermillion up, blue
+    down), the others grey; a patch without a measurement is an empty slot marked "not
+    measured". Last, the bars' sum beside the original comparison's effect and its CI, to
+    read one against the other; a band marks +-threshold around zero."""
+    fig = go.Figure()
+    x = list(labels)
+    shifts = [b.effect.shift if b.effect is not None else 0.0 for b in bars]
+    colors = [
+        (COLORS["B"] if s > 0 else COLORS["A"]) if b.beyond_threshold else QUIET_BAR
+        for b, s in zip(bars, shifts, strict=True)
+    ]
+    hover = [f"{subject}<br>{_effect_hover(b.effect, unit)}"
+             for subject, b in zip(subjects, bars, strict=True)]  # fmt: skip
+    fig.add_trace(
+        go.Bar(
+            x=x, y=shifts, base=[b.start for b in bars], name="each patch against its parent",
+            marker={"color": colors}, customdata=hover,
+            hovertemplate="%{x}: %{customdata}<extra></extra>",
+        )
+    )  # fmt: skip
+    with_ci = [b for b in bars if b.effect is not None and b.effect.ci_low is not None
+               and b.effect.ci_high is not None]  # fmt: skip
+    if with_ci:
+        fig.add_trace(_ci_trace(
+            [x[b.position - 1] for b in with_ci], [b.start for b in with_ci],
+            [b.effect for b in with_ci if b.effect is not None], "95% CI of each patch",
+        ))  # fmt: skip
+    for b in bars:
+        if b.effect is None:
+            fig.add_annotation(
+                x=x[b.position - 1],
+                y=b.start,
+                text="not measured",
+                showarrow=False,
+                yshift=10,
+                font={"size": 11, "color": "#666"},
+            )
+    total = sum(shifts)
+    fig.add_trace(
+        go.Bar(
+            x=["sum"], y=[total], base=[0.0], name="sum of the patches", marker={"color": "#555"},
+            hovertemplate=f"sum of the patches: %{{y:+.4g}} {unit}<extra></extra>",
+        )
+    )  # fmt: skip
+    if original is not None:
+        fig.add_trace(_ci_trace(["original"], [0.0], [original], "the original comparison",
+                                symbol="diamond", size=10))  # fmt: skip
+    if threshold > 0:
+        fig.add_hrect(y0=-threshold, y1=threshold, fillcolor="#f0f0f0", line_width=0, layer="below")
+    _layout(fig, title, "patch (in series order)", f"effect ({unit})")
+    fig.update_layout(barmode="overlay", showlegend=True)
+    fig.update_yaxes(zeroline=True, zerolinecolor="#888")
+    return fig
+
+
+def _ci_trace(x: Sequence[str], starts: Sequence[float], effects: Sequence[Effect], name: str,
+              *, symbol: str = "line-ew", size: int = 14) -> go.Scatter:  # fmt: skip
+    """Each effect's shift (from `starts`) as a marker with its CI as the error bar."""
+    ends = [s + e.shift for s, e in zip(starts, effects, strict=True)]
+    return go.Scatter(
+        x=list(x), y=ends, mode="markers", name=name,
+        marker={"color": "#222", "symbol": symbol, "size": size, "line": {"width": 2}},
+        error_y={"type": "data", "symmetric": False, "color": "#222", "thickness": 1.5,
+                 "array": [_or(e.ci_high, e.shift) - e.shift for e in effects],
+                 "arrayminus": [e.shift - _or(e.ci_low, e.shift) for e in effects]},
+        hoverinfo="skip",
+    )  # fmt: skip
+
+
+def _or(x: float | None, default: float) -> float:
+    return default if x is None else x
+
+
+def _effect_hover(e: Effect | None, unit: str) -> str:
+    if e is None:
+        return "not measured"
+    ci = "" if e.ci_low is None or e.ci_high is None else f" [{e.ci_low:+.4g}, {e.ci_high:+.4g}]"
+    return f"{e.shift:+.4g} {unit}{ci}"

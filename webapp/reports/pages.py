@@ -18,6 +18,7 @@ from webapp import access, logs
 from webapp.access import AnyUser
 from webapp.alerts.models import Alert
 from webapp.alerts.services import alerts_for_page
+from webapp.bisections.models import Bisection
 from webapp.comparisons.detectable import detectable_lines
 from webapp.comparisons.models import Comparison, ComparisonState, Measurement, Run
 from webapp.comparisons.progress import Progress, progress
@@ -39,6 +40,7 @@ from webapp.comparisons.summary import (
     verdict_rows,
 )
 from webapp.plotly import PLOTLY_VERSION
+from webapp.reports.bisection import ComparisonBisections, comparison_bisections
 from webapp.reports.listing import POLL_SECONDS, ListRow, comparison_list, list_rows
 from webapp.reports.sections import (
     FIGURES_CACHE,
@@ -180,9 +182,10 @@ def visible_report(user: AnyUser, pk: int) -> Comparison:
 # 5: kernels named by branch, short sha and subject; the verdict sentence, primary rows
 # apart, undecided rows folded; 6: what each primary could have detected.
 REPORT_VERSION = 6
-# What the page reads of a comparison before it knows whether its body is cached.
-_PAGE_COLUMNS = ("id", "state", "created_at", "finished_at", "visibility",
-                 "revision_a__tree_id")  # fmt: skip
+# What the page reads of a comparison before it knows whether its body is cached (and what
+# its bisection part reads: bisection.comparison_bisections).
+_PAGE_COLUMNS = ("id", "state", "result", "trigger", "created_at", "finished_at", "visibility",
+                 "revision_a__tree_id", "revision_b")  # fmt: skip
 
 
 def report_cache_key(c: Comparison) -> str | None:
@@ -200,27 +203,34 @@ class ComparisonPage:
     live: Live | None = None  # None once it is done: nothing polls
     can_cancel: bool = False
     alerts: list[Alert] | None = None  # its mails, for the tree's admins and staff only
+    bisections: ComparisonBisections | None = None  # Bisect buttons, its bisections
 
 
 def comparison_page(user: AnyUser, pk: int) -> ComparisonPage:
     """The comparison page: for a done comparison its rendered body, from the cache after
     the first request; for one still going, what its template renders (fresh each time).
     404 where the user may not see it."""
+    has_bisections = Exists(Bisection.objects.filter(comparison=OuterRef("pk")))
     c = access.get_visible(
         access.visible_comparisons(
-            user, Comparison.objects.select_related("revision_a").only(*_PAGE_COLUMNS)
+            user,
+            Comparison.objects.select_related("revision_a")
+            .only(*_PAGE_COLUMNS)
+            .annotate(bisected=has_bisections),
         ),
         pk=pk,
     )
-    # The mails are not for every reader: outside the cached body.
+    # The mails and the Bisect buttons are not for every reader: outside the cached body.
     alerts = alerts_for_page(user, c)
+    bisections = comparison_bisections(user, c)
     if c.state == ComparisonState.DONE:
-        return ComparisonPage(id=c.pk, done=True, body=done_report_html(c), alerts=alerts)
+        return ComparisonPage(id=c.pk, done=True, body=done_report_html(c), alerts=alerts,
+                              bisections=bisections)  # fmt: skip
     full = report_queryset().get(pk=c.pk)
     report = comparison_report(full)
     return ComparisonPage(
         id=c.pk, done=False, body=None, report=report, live=live_state(full, report.header),
-        can_cancel=access.can_cancel(user, full), alerts=alerts,
+        can_cancel=access.can_cancel(user, full), alerts=alerts, bisections=bisections,
     )  # fmt: skip
 
 

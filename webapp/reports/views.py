@@ -1,5 +1,6 @@
 """Report pages and downloads: thin, the data comes from services and exports."""
 
+from django.contrib import messages
 from django.http import (
     Http404,
     HttpRequest,
@@ -14,8 +15,11 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
 from webapp import access, plotly
+from webapp.bisections import services as bisection_services
+from webapp.bisections.models import Bisection
 from webapp.comparisons import exports, orchestrator
 from webapp.comparisons.models import Run
+from webapp.reports import bisection as bisection_pages
 from webapp.reports import listing, pages
 
 
@@ -54,6 +58,58 @@ def comparison_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     may not cancel it (webapp.access), then back to the comparison page."""
     orchestrator.cancel_for(request.user, pk)
     return HttpResponseRedirect(reverse("reports:comparison", args=[pk]))
+
+
+# --- bisections ---------------------------------------------------------------------
+
+
+@require_POST
+def comparison_bisect(request: HttpRequest, pk: int) -> HttpResponse:
+    """The Bisect buttons: start (or join) a bisection of the comparison, then its page; a
+    refusal goes back to the comparison with the reason. 404 to those who may not see the
+    comparison, 403 to those who see it but may not submit to its tree (services.start)."""
+    try:
+        statistic = bisection_pages.posted_statistic(request.POST)
+        b, created = bisection_services.start(
+            pk, mode=request.POST.get("mode", Bisection.Mode.BISECT), statistic=statistic,
+            user=request.user, trigger=Bisection.Trigger.WEB,
+        )  # fmt: skip
+    except bisection_services.BisectionRefused as exc:
+        messages.error(request, f"Not bisected: {exc}")
+        return HttpResponseRedirect(reverse("reports:comparison", args=[pk]) + "#bisect")
+    if not created:
+        messages.info(request, "This bisection was already running: your request joined it.")
+    return HttpResponseRedirect(reverse("reports:bisection", args=[b.pk]))
+
+
+@require_GET
+def bisection_list(request: HttpRequest) -> HttpResponse:
+    page = bisection_pages.bisection_list_page(request.user, request.GET)
+    return render(request, "reports/bisection_list.html", {"page": page})
+
+
+@require_GET
+def bisection(request: HttpRequest, pk: int) -> HttpResponse:
+    page = bisection_pages.bisection_page(request.user, pk)
+    return render(request, "reports/bisection.html", {"page": page})
+
+
+@require_GET
+def bisection_live(request: HttpRequest, pk: int) -> HttpResponse:
+    """The bisection page's live part, polled by htmx while it runs; once it is done, the
+    page reloads (once) to show the outcome with its figure."""
+    page = bisection_pages.bisection_page(request.user, pk, live=True)
+    if page.done and request.headers.get("HX-Request") == "true":
+        return HttpResponseClientRefresh()
+    return render(request, "reports/_bisection_live.html", {"page": page})
+
+
+@require_POST
+def bisection_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    """Cancel from the page: 404 to those who may not see it, 403 to those who see it but
+    may not cancel it (bisections.services.cancel_for), then back to its page."""
+    bisection_services.cancel_for(request.user, pk)
+    return HttpResponseRedirect(reverse("reports:bisection", args=[pk]))
 
 
 @require_GET
