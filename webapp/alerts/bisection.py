@@ -25,14 +25,14 @@ from webapp.alerts.models import Alert
 from webapp.alerts.services import (
     OPTED_OUT,
     Recipient,
-    _kind_of,
-    _member_may_see,
-    _queue,
-    _skipped,
+    alert_kind_of,
     comparison_recipients,
+    member_may_see,
     message_id,
     normalise,
     opted_out,
+    queue_alerts,
+    skipped_fields,
 )
 from webapp.bisections.models import Bisection, BisectionState
 from webapp.comparisons.models import Comparison
@@ -60,7 +60,7 @@ def notify_bisection(bisection_id: int) -> list[int]:
     c = b.comparison
     # The kind of the comparison's alert, which this mail follows; a comparison mailed to
     # nobody (its worst verdict not one that is mailed) takes the statistic's own verdict.
-    kind = _kind_of(c) or b.original_verdict
+    kind = alert_kind_of(c) or b.original_verdict
     if kind not in (Alert.Kind.REGRESSION, Alert.Kind.IMPROVEMENT):
         return []
     originals = {a.recipient.lower(): a for a in Alert.objects.filter(comparison=c, kind=kind)}
@@ -91,10 +91,10 @@ def notify_bisection(bisection_id: int) -> list[int]:
             Alert(bisection=b, kind=kind, recipient=r.address, reason=r.reason[:200],
                   subject=storable(messages.reply_subject(subject)),
                   message_id=message_id(f"b{b.pk}", kind, r.address), in_reply_to=parent,
-                  references=" ".join(messages.message_ids(*references)), **_skipped(r))
+                  references=" ".join(messages.message_ids(*references)), **skipped_fields(r))
         )  # fmt: skip
     log.info("culprit mail", bisection=b.pk, comparison=c.pk, kind=kind, recipients=len(rows))
-    return _queue(rows, Alert.objects.filter(bisection=b, kind=kind), bisection=b.pk)
+    return queue_alerts(rows, Alert.objects.filter(bisection=b, kind=kind), bisection=b.pk)
 
 
 def recipients(b: Bisection, kind: str) -> list[Recipient]:
@@ -104,7 +104,7 @@ def recipients(b: Bisection, kind: str) -> list[Recipient]:
     out: dict[str, Recipient] = {}
     author = normalise(b.commits[(b.first or 0) - 1].get("author", ""))
     restricted = c.visibility == Comparison.Visibility.RESTRICTED
-    if author and (not restricted or _member_may_see(author, c)):
+    if author and (not restricted or member_may_see(author, c)):
         what = "patch" if b.kind == Bisection.Kind.SERIES else "commit"
         reason = f"as the author of the {what} this bisection found to cause the {kind}"
         out[author.lower()] = Recipient(author, reason, skipped=OPTED_OUT if opted_out(author)

@@ -145,7 +145,7 @@ class Recipient:
     skipped: str = ""  # why it gets no mail though it is a recipient (its row says so)
 
 
-def _kind_of(c: Comparison) -> str | None:
+def alert_kind_of(c: Comparison) -> str | None:
     if c.state != ComparisonState.DONE or c.result != Result.OK:
         return None
     if c.trigger == Comparison.Trigger.BISECTION:  # its bisection mails what it finds
@@ -172,7 +172,7 @@ def _what(s: Subscription, kind: str) -> str:
     return f"{kind} alerts of {where}" + (f", benchmark {s.benchmark}" if s.benchmark else "")
 
 
-def _member_may_see(address: str, c: Comparison) -> bool:
+def member_may_see(address: str, c: Comparison) -> bool:
     """Whether an active account with this address may see the comparison."""
     users = User.objects.filter(email__iexact=address, is_active=True)
     return any(access.can_view(u, c) for u in users)
@@ -207,7 +207,7 @@ def comparison_recipients(c: Comparison, kind: str) -> list[Recipient]:
         address = normalise(r.address)
         if not address or address.lower() in out:
             continue
-        if restricted and not r.verified_user and not _member_may_see(address, c):
+        if restricted and not r.verified_user and not member_may_see(address, c):
             continue  # lists, authors and pushers without an account that may see it
         skipped = OPTED_OUT if opted_out(address) else ""
         out[address.lower()] = Recipient(address, r.reason, r.verified_user, skipped)
@@ -239,7 +239,7 @@ def notify_comparison(comparison_id: int) -> list[int]:
     c = Comparison.objects.select_related(
         "revision_a__tree", "revision_b__tree", "revision_b__series", "target"
     ).get(pk=comparison_id)
-    kind = _kind_of(c)
+    kind = alert_kind_of(c)
     if kind is None:
         return []
     recipients = comparison_recipients(c, kind)
@@ -252,10 +252,10 @@ def notify_comparison(comparison_id: int) -> list[int]:
         Alert(comparison=c, kind=kind, recipient=r.address, reason=r.reason[:200],
               subject=storable(subject), message_id=message_id(f"c{c.pk}", kind, r.address),
               in_reply_to=parent[0] if parent else "", references=" ".join(parent),
-              **_skipped(r))
+              **skipped_fields(r))
         for r in recipients
     ]  # fmt: skip
-    return _queue(rows, Alert.objects.filter(comparison=c, kind=kind), comparison=c.pk)
+    return queue_alerts(rows, Alert.objects.filter(comparison=c, kind=kind), comparison=c.pk)
 
 
 def notify_change_point(change_point_id: int) -> list[int]:
@@ -290,10 +290,10 @@ def notify_change_point(change_point_id: int) -> list[int]:
     rows = [
         Alert(change_point=cp, kind=kind, recipient=r.address, reason=r.reason[:200],
               subject=storable(subject), message_id=message_id(f"cp{cp.pk}", kind, r.address),
-              **_skipped(r))
+              **skipped_fields(r))
         for r in out.values()
     ]  # fmt: skip
-    return _queue(rows, Alert.objects.filter(change_point=cp, kind=kind), change_point=cp.pk)
+    return queue_alerts(rows, Alert.objects.filter(change_point=cp, kind=kind), change_point=cp.pk)
 
 
 def _sees_tree(user: AnyUser, cp: ChangePoint) -> bool:
@@ -312,13 +312,13 @@ def _may_get(address: str, cp: ChangePoint) -> bool:
     return cp.tree.public and not insider
 
 
-def _skipped(r: Recipient) -> dict[str, str]:
+def skipped_fields(r: Recipient) -> dict[str, str]:
     """A skipped recipient's row fields: recorded, never sent (the comparison's mail table
     shows whom and why)."""
     return {"state": State.SKIPPED, "last_error": r.skipped} if r.skipped else {}
 
 
-def _queue(rows: list[Alert], existing: QuerySet[Alert], **ids: int) -> list[int]:
+def queue_alerts(rows: list[Alert], existing: QuerySet[Alert], **ids: int) -> list[int]:
     with transaction.atomic():
         # The unique key (the comparison, change point or bisection, kind, recipient) drops
         # rows made by an earlier call: each recipient has one row, whatever the number of
@@ -478,7 +478,7 @@ def _checked(alert: Alert) -> str | None:
     # A culprit's mail tells of its comparison: it obeys that comparison's visibility.
     c = alert.comparison or (alert.bisection.comparison if alert.bisection else None)
     if (c is not None and c.visibility == Comparison.Visibility.RESTRICTED
-            and not _member_may_see(alert.recipient, c)):  # fmt: skip
+            and not member_may_see(alert.recipient, c)):  # fmt: skip
         return "the comparison is restricted and this address's account may not see it"
     cp = alert.change_point
     if cp is not None and cp.audience == ChangePoint.Audience.MEMBERS:
