@@ -53,7 +53,8 @@ def test_a_four_patch_series_is_bisected_to_its_third_patch_and_confirmed(celery
     table = "\n".join(f"{s.kind} @{s.position}: {s.answer} {s.shift} [{s.ci_low}, "
                       f"{s.ci_high}] {s.reason}" for s in steps)  # fmt: skip
     print(
-        f"host busy share {share:.2f}; original {original:.0f} s, bisection {time.monotonic() - started - original:.0f} s"
+        f"host busy share {share:.2f}; original {original:.0f} s, "
+        f"bisection {time.monotonic() - started - original:.0f} s"
         f"\n{table}\n{b.summary}"
     )
     assert (b.result, b.outcome, b.first) == ("ok", "culprit", 3), f"{b.summary}\n{table}"
