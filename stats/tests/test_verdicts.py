@@ -279,7 +279,10 @@ def test_the_last_look_of_a_sequential_design_uses_its_repeated_ci():
     # HL shift is exactly 0.80%, Brunner-Munzel p ~0.18 (no boundary crossed). The plain
     # 95% CI (-0.38%, 1.99%) is inside +-2% (the pre-v2 rule: no meaningful change); the
     # last look's repeated CI (level 1 - 0.0381: -0.44%, 2.05%) is not: inconclusive, done.
-    # (Both CIs invert the permutation test, relabellings seeded from the values.)
+    # (Both CIs invert the permutation test, relabellings seeded from the values' bytes,
+    # whose last bits depend on the CPU's exp and ppf: the ends moved by up to 0.04 points
+    # between the machine the figures were taken on and an AMD EPYC one, the decisions
+    # not. So the ends are asserted to that, and the decisions exactly.)
     z = st.norm.ppf((np.arange(96) + 0.5) / 96)[(np.arange(96) * 37) % 96]  # no drift
     a = 1000 * np.exp(0.04 * z)
     res = analyse([_values(a, a * math.exp(0.0080))], _design())
@@ -287,10 +290,15 @@ def test_the_last_look_of_a_sequential_design_uses_its_repeated_ci():
     assert (r.look, res.need_more_runs) == (4, 0)
     assert r.details["alpha_look"] == pytest.approx(0.03808, abs=1e-5)
     assert r.shift == pytest.approx(100 * math.expm1(0.0080))
-    assert r.ci_low == pytest.approx(-0.379, abs=1e-3)
-    assert r.ci_high == pytest.approx(1.994, abs=1e-3)
-    assert r.details["repeated_ci"] == [pytest.approx(-0.437, abs=1e-3),
-                                        pytest.approx(2.046, abs=1e-3)]  # fmt: skip
+    assert r.ci_low == pytest.approx(-0.379, abs=0.05)
+    assert r.ci_high == pytest.approx(1.994, abs=0.05)
+    assert r.ci_low is not None
+    assert r.ci_high is not None
+    assert -2 < r.ci_low < r.ci_high < 2  # the plain CI: inside the threshold
+    repeated = r.details["repeated_ci"]
+    assert isinstance(repeated, list)
+    assert repeated == [pytest.approx(-0.437, abs=0.05), pytest.approx(2.046, abs=0.05)]
+    assert repeated[1] > 2  # the repeated CI: not inside
     assert r.p_adjusted > 0.1
     assert (r.verdict, r.pending) == (INCONCLUSIVE, False)
 
