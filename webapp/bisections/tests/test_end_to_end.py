@@ -4,7 +4,7 @@ force-quiescent-state scan (fixtures/planted-4.mbox). The original comparison, t
 comparisons (their kernels built incrementally in the base's slot, the base from the
 session's cache) and the confirmation all boot for real, 5 runs a side, 10 where a look
 asks for more (a step whose CI holds the midpoint is extended once): the 24-run bisections
-are perf/bisect.py's. Under a busy host 5 v 5 was not enough: a step's CI spanned -11% to
+are perf/bisection.py's. Under a busy host 5 v 5 was not enough: a step's CI spanned -11% to
 +18% against a +17% effect, so it waits for a quiet host first, as the shared comparison
 does."""
 

@@ -12,7 +12,7 @@ in every bisection; aa: no culprit in every one (not bisected, or not confirmed)
 a range naming patch 2; at most ceil(log2 6) + 1 = 4 step comparisons before confirmation;
 wall time per bisection with the base cached stated (target <= 30 min).
 
-Run: .venv/bin/python perf/bisect.py [--series planted-6,aa-6,broken-6] [--runs 24]
+Run: .venv/bin/python perf/bisection.py [--series planted-6,aa-6,broken-6] [--runs 24]
      [--bisections 5]
 It uses its own Redis database (13) and PostgreSQL database (rcubench_bisect, made afresh
 and dropped at the end), the machine's data dir (its build cache and ccache: the base is
