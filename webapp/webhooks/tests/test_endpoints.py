@@ -413,7 +413,9 @@ def test_git_push_is_accepted_and_a_replay_is_a_no_op(client, hooked: Hooked):
     assert Delivery.objects.count() == 1
 
 
-@pytest.mark.parametrize("offset", [-301, -3600, 301])
+# A future stamp comes nearer the window while the request is served: +301 was accepted
+# once under load (the request took over a second), so the future case keeps a margin.
+@pytest.mark.parametrize("offset", [-301, -3600, 330])
 def test_git_timestamp_outside_window_stores_nothing(client, hooked: Hooked, offset, caplog):
     body = git_body()
     r = post(
