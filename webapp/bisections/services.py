@@ -533,8 +533,3 @@ def visible(user: AnyUser) -> QuerySet[Bisection]:
     """The bisections `user` may see: those of comparisons they may see."""
     seen = access.visible_comparisons(user).values("pk")
     return Bisection.objects.filter(comparison__in=seen)
-
-
-def steps_needed(n: int) -> int:
-    """At most this many step comparisons before confirmation (stats.bisection.max_steps)."""
-    return rules.max_steps(n) if n > 0 else 0
