@@ -45,8 +45,9 @@ pytest:
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 .PHONY: golden
-golden:  ## rewrite the parser golden files (benchmarks/*/fixtures/*.expected.json), then review the diff
+golden:  ## rewrite the parser golden files (benchmarks/*/fixtures/*.expected.json, *.trace.json), then review the diff
 	$(PY) -m benchmarks.golden --update
+	$(PY) -m benchmarks.rcutrace.golden --update
 
 .PHONY: api-schema
 api-schema:  ## regenerate the committed OpenAPI schema (docs/api/openapi.yaml) after an API change
