@@ -22,6 +22,10 @@ EVENTS = (
     "rcu:rcu_batch_start",
     "rcu:rcu_batch_end",
 )
-# trace_buf_size is per CPU: a 4-vCPU TCG run of 100 grace periods wrote about ... events.
+# trace_buf_size is per CPU. The x86_64 fixture (4 vCPUs, the whole boot and rcuscale's
+# 101 grace periods) holds 4,168 events, about 0.2 MB in the ring buffer's binary form for
+# all CPUs together: 2 MiB a CPU is tens of times that, so a run never wraps and a longer
+# one still fits; a run that does wrap loses its first grace periods, which the window
+# check (rcuscale's own count) catches.
 BUFFER_BYTES = 2 * 2**20
 CMDLINE = f"trace_event={','.join(EVENTS)} trace_buf_size={BUFFER_BYTES} trace_clock=global"
