@@ -237,12 +237,14 @@ def submit(user: AbstractBaseUser, fields: dict[str, Any], mbox: bytes | None) -
 def runs(user: AnyUser, comparison_pk: int) -> QuerySet[Run]:
     """The runs of a comparison the user sees (else Http404), in run order."""
     c = comparison(user, comparison_pk)
-    return Run.objects.filter(comparison=c).defer("console_log").order_by("order", "pk")
+    return (
+        Run.objects.filter(comparison=c).defer("console_log", "trace_log").order_by("order", "pk")
+    )
 
 
 def run(user: AnyUser, pk: int) -> Run:
     return access.get_visible(
-        access.visible_runs(user, Run.objects.defer("console_log")), pk=_pk(pk)
+        access.visible_runs(user, Run.objects.defer("console_log", "trace_log")), pk=_pk(pk)
     )
 
 

@@ -219,6 +219,9 @@ class Run(TrackedStep):
     )
     error_code = models.CharField(max_length=32, choices=Error, default=Error.NONE, blank=True)
     console_log = models.TextField(blank=True)
+    # The RCU trace the kernel dumped on its console (benchmarks/rcutrace), taken off it:
+    # console_log is what the benchmark's parser read. Empty: no events were traced.
+    trace_log = models.TextField(blank=True)
     wall_seconds = models.FloatField(null=True, blank=True, help_text="VM start to VM end.")
     ready_seconds = models.FloatField(
         null=True, blank=True, help_text="VM start to the guest's ready marker."

@@ -4,6 +4,7 @@ end runs whose worker went silent. Called by the bench and control tasks and the
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,6 +14,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmarks.cmdline import compose
+from benchmarks.rcutrace.parser import events as trace_events
+from benchmarks.rcutrace.parser import split as split_trace
 from benchmarks.registry import get
 from benchmarks.spec import ParseError, RunContext
 from engine.build.artifacts import ArtifactError
@@ -148,6 +151,12 @@ def record_outcome(run: Run, bench: "Benchmark", out: RunOutcome) -> Run | None:
     console parses, else the failure with its reason. Nothing in the console (any byte, any
     length) can make this fail: a run is never lost to what its kernel printed."""
 
+    # A traced run's dump is taken off first: the parser reads, and the page shows, the
+    # console as an untraced run prints it; the trace is kept beside it for its own parser.
+    console, dump = split_trace(out.console)
+    if dump is not None and trace_events(dump)[0]:
+        run.trace_log = storable(clip(dump, settings.RCUBENCH_CONSOLE_KEEP_BYTES))
+    out = replace(out, console=console)
     run.console_log = storable(clip(out.console, settings.RCUBENCH_CONSOLE_KEEP_BYTES))
     run.wall_seconds, run.ready_seconds = out.wall_seconds, out.ready_seconds
     _set_host_load(run, out.host)
@@ -237,7 +246,7 @@ def _end_run(run: Run, result: str, error_code: str, message: str) -> Run | None
         run, unfinished=(State.RUNNING,), result=result, error_code=error_code,
         error_message=storable(message)[:_MESSAGE_MAX],  # reasons quote the console
         context={"comparison": run.comparison_id, **_host_context(run)},
-        console_log=run.console_log, wall_seconds=run.wall_seconds,
+        console_log=run.console_log, trace_log=run.trace_log, wall_seconds=run.wall_seconds,
         ready_seconds=run.ready_seconds, **{f: getattr(run, f) for f in _HOST_FIELDS},
     )  # fmt: skip
     return run if ended else None

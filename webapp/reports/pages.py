@@ -60,7 +60,7 @@ log = logs.get(__name__)
 
 def runs_table(c: Comparison) -> list[Run]:
     """Every run in schedule order, without its console log (fetched by its own view)."""
-    return list(c.runs.defer("console_log").order_by("order"))
+    return list(c.runs.defer("console_log", "trace_log").order_by("order"))
 
 
 # --- pages ----------------------------------------------------------------------------
@@ -350,7 +350,7 @@ def run_page(user: AnyUser, pk: int) -> RunPage:
     see. The console is cut in the database: a 1 MiB log is not read to show 64 KiB."""
     qs = (
         Run.objects.select_related("comparison__target", "retried_by")
-        .defer("console_log", "retried_by__console_log")
+        .defer("console_log", "trace_log", "retried_by__console_log", "retried_by__trace_log")
         .annotate(
             console_head=Left("console_log", CONSOLE_HEAD_CHARS),
             console_tail=Right("console_log", CONSOLE_TAIL_CHARS),

@@ -211,3 +211,26 @@ def test_the_runs_log_line_carries_its_host_load(settings, caplog):
         1.25,
         False,
     )
+
+
+TRACED = Path(__file__).parents[3] / "benchmarks" / "rcutrace" / "fixtures"
+
+
+def test_a_traced_runs_dump_is_kept_apart_and_its_console_measures_as_an_untraced_one(small_caps):
+    traced = (TRACED / "x86_64-pc-tcg.log").read_text()
+    run = _record(traced)
+    assert (run.result, run.error_code) == (Result.OK, ""), run.error_message
+    assert "Dumping ftrace buffer:" in run.trace_log
+    assert "Dumping ftrace buffer:" not in run.console_log
+    assert run.trace_log.count("rcu_grace_period:") == traced.count("us : rcu_grace_period:")
+    assert len(run.console_log) + len(run.trace_log) == len(traced) - 1  # the joining newline
+    assert len(Measurement.objects.get(run=run, metric="writer_duration").samples) == 101
+
+
+def test_an_empty_dump_is_taken_off_and_no_trace_is_kept(small_caps):
+    # The tracing kernel without events: what its verdict runs print.
+    built = (FIXTURES / "x86_64-pc-tcg-tracing-built.log").read_text()
+    run = _record(built)
+    assert run.trace_log == ""
+    assert "ftrace buffer empty" not in run.console_log
+    assert len(Measurement.objects.get(run=run, metric="writer_duration").samples) == 101
