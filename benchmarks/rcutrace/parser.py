@@ -61,14 +61,16 @@ _DUMP_BEGIN = "Dumping ftrace buffer:"
 _RULE = "---------------------------------"
 _EMPTY = "(ftrace buffer empty)"
 _EVENT = re.compile(
-    r"(?P<task>.{1,16}?)-(?P<pid>\d+)\s+(?P<cpu>\d+)\S*\s+(?P<us>\d+)us.:\s"
+    r"(?P<task>.{1,16}?)-(?P<pid>\d{1,10})\s+(?P<cpu>\d{1,6})\S*\s+(?P<us>\d{1,20})us.:\s"
     r"(?P<event>rcu_\w+):\s(?P<args>.*)$"
 )
-_LOST = re.compile(r"CPU:(?P<cpu>\d+) \[LOST (?P<n>\d+) EVENTS\]")
+_LOST = re.compile(r"CPU:(?P<cpu>\d{1,6}) \[LOST (?P<n>\d{1,20}) EVENTS\]")
 # rcuscale's own account of its test (rcu_scale_cleanup), printed after the dump:
 #   rcu-scale: start: 1729884058 end: 2473094744 duration: 743210686 gps: 101 batches: 102
 # (ktime_get_mono_fast_ns() when the writers started and the last one finished).
-_SCALE = re.compile(r"rcu-scale: start: \d+ end: \d+ duration: (?P<ns>\d+) gps: (?P<gps>\d+)")
+_SCALE = re.compile(
+    r"rcu-scale: start: \d+ end: \d+ duration: (?P<ns>\d{1,20}) gps: (?P<gps>\d{1,9})\b"
+)
 
 
 @dataclass(frozen=True)
@@ -212,9 +214,10 @@ def parse(dump: str, console: str) -> Trace:
     window = tuple(g for g in gps if since is None or g.start_us >= since)
     inside = [e for e in evs if since is None or e.us >= since]
     exp, exp_lost = _expedited(inside)
-    batches = tuple(int(e.args[1].split("=")[1]) for e in inside
-                    if e.name == "rcu_batch_end" and e.args[1:2]
-                    and e.args[1].startswith("CBs-invoked="))  # fmt: skip
+    invoked = (_number(e.args[1].removeprefix("CBs-invoked=")) for e in inside
+               if e.name == "rcu_batch_end" and e.args[1:2]
+               and e.args[1].startswith("CBs-invoked="))  # fmt: skip
+    batches = tuple(n for n in invoked if n is not None)
     return Trace(
         gps=tuple(gps), window=window, test_gps=test_gps, exp_us=tuple(exp), batches=batches,
         events=len(evs), lost_events=lost, missing_gps=missing, interior_unpaired=interior,
@@ -278,7 +281,7 @@ def _phases(seq: int, evs: list[Event], leaf_level: int) -> GracePeriod:
     kthread_cpu = None
     if leaf:
         last = leaf[-1]
-        mask = int(last.args[2].split(">")[0], 16)
+        mask = _mask(last.args[2].split(">")[0])
         grplo = _number(last.args[4]) or 0
         holdout = tuple(grplo + bit for bit in range(mask.bit_length()) if mask >> bit & 1)
         ran = [e.cpu for e in evs if e.pid == kthread and e.us <= last.us]
@@ -290,6 +293,17 @@ def _phases(seq: int, evs: list[Event], leaf_level: int) -> GracePeriod:
         after_us=end.us - min(first_scan_at, end.us),
         scans=len(scans), kthread_cpu=kthread_cpu, holdout=holdout,
     )  # fmt: skip
+
+
+def _mask(text: str) -> int:
+    """A report's hex mask; 0 (no holdout named) for one no kernel prints: a leaf's mask
+    has one bit per CPU of the leaf (CONFIG_RCU_FANOUT_LEAF, at most 64)."""
+    if len(text) > 16:
+        return 0
+    try:
+        return int(text, 16)
+    except ValueError:
+        return 0
 
 
 def _expedited(evs: Iterable[Event]) -> tuple[list[int], int]:

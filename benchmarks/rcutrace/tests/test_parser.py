@@ -143,3 +143,22 @@ def test_a_kernel_with_tracing_built_in_and_no_event_on_dumps_two_lines_taken_of
     assert parse_rcuscale(console) == parse_rcuscale(whole)
     with pytest.raises(ParseError, match="holds no RCU events"):
         parse(dump, console)
+
+
+def test_numbers_no_kernel_prints_are_not_read_and_never_raise():
+    # int() refuses strings of more than 4,300 digits: a parser that took \d+ whole raised.
+    console, dump = _split(X86)
+    report = next(ln for ln in dump.split("\n") if "rcu_quiescent_state_report:" in ln)
+    batch = next(ln for ln in dump.split("\n") if "CBs-invoked=" in ln)
+    huge = "9" * 5000
+    garbled = [
+        report.replace("us : ", f"{huge}us : ", 1).replace(report.split("us : ")[0], "x-1 0 "),
+        re.sub(r"rcu_sched (-?\d+) (\w+)>", f"rcu_sched \\1 {'f' * 5000}>", report),
+        batch.replace("CBs-invoked=", "CBs-invoked=abc", 1),
+        f"[    2.8] CPU:1 [LOST {huge} EVENTS]",
+        f"[    2.8] rcu-scale: start: 1 end: 2 duration: {huge} gps: {huge}",
+    ]
+    at = dump.index("\n", len(dump) // 2) + 1
+    trace = parse(dump[:at] + "\n".join(garbled) + "\n" + dump[at:], console + garbled[-1])
+    assert trace.usable
+    assert trace.test_gps == 101
