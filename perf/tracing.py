@@ -126,14 +126,18 @@ def phases(args: argparse.Namespace) -> None:
     b = [summary(t) for t in traces["B"]]
     label = "A/A" if args.aa else f"base vs base + {args.mbox.name}"
     print(f"\n{args.arch} {label}, {args.runs} traced runs a side (ms; fqs_scans per GP)")
+    rows = compare(a, b)
     print(f"{'phase':<28}{'A':>9}{'B':>9}{'B - A [95% CI]':>30}{'q (BH)':>9}  flagged")
-    for r in compare(a, b):
+    for r in rows:
         ci = f"{r.shift:+.3f} [{r.low:+.3f}, {r.high:+.3f}]"
         print(
             f"{r.phase:<28}{r.median_a:>9.3f}{r.median_b:>9.3f}{ci:>30}{r.q_value:>9.3g}  "
             f"{'yes' if r.flagged else 'no'}"
         )
-    s = share(a, b, "gp_first_fqs_wait", "gp_duration")
+    moved = any(r.phase == "gp_duration" and r.flagged for r in rows)
+    s = share(a, b, "gp_first_fqs_wait", "gp_duration") if moved else None
+    if not moved:
+        print("\nthe grace period's duration did not move: no share of a change to report")
     if s is not None:
         print(
             f"\nthe wait before the first FQS accounts for {100 * s.estimate:.0f}% "

@@ -10,7 +10,7 @@ rcutrace.parser.summary), and the sides are compared run against run:
   - share: how much of the change in one phase's run-level median (the whole grace
     period) another (the wait before the first scan) accounts for: the ratio of the two
     differences of medians, with a percentile CI from resampling whole runs within each
-    side. It is reported only when the whole's change is itself flagged (a share of no
+    side. Callers report it only when the whole's change is itself flagged (a share of no
     change is not a number anyone should read).
 These runs never enter a verdict: they are traced, and tracing perturbs what it traces.
 """
