@@ -47,6 +47,21 @@ def _found(driver, css: str, what: str, seconds: float = 30):
     )[0]
 
 
+def _until_text(driver, css: str, text: str, what: str, seconds: float = 30) -> None:
+    """Wait for `text` in an element matching `css`. The element is looked up again on every
+    try: the page that was there before a click's navigation has one too, and reading the
+    old one's text once the new page has come raised StaleElementReferenceException (seen
+    in a full run: the subscription form's POST and redirect, right after the click)."""
+
+    def seen(d) -> bool:
+        try:
+            return any(text in e.text for e in d.find_elements(By.CSS_SELECTOR, css))
+        except StaleElementReferenceException:
+            return False
+
+    WebDriverWait(driver, seconds).until(seen, what)
+
+
 def _operator_makes_ada(browser, base: str) -> None:
     """The admin adds the account, then gives it an address and the submitter role on the
     default tree on its page (the "roles on trees" inline, the tree by autocomplete)."""
@@ -105,7 +120,7 @@ def test_a_new_operator_and_developer_in_their_first_hour(
     browser.get(f"{base}/accounts/subscriptions/")
     Select(browser.find_element(By.ID, "id_benchmark")).select_by_value("sync-rcu-latency")
     browser.find_element(By.CSS_SELECTOR, "form[action$='/subscriptions/'] button").click()
-    assert "rcubench mails ada@example.org" in _found(browser, "#mailed", "no subscription").text
+    _until_text(browser, "#mailed", "rcubench mails ada@example.org", "no subscription")
     _submit_the_demo(browser, base)
     WebDriverWait(browser, 60).until(
         lambda d: re.search(r"/comparisons/\d+/$", d.current_url), "the form did not redirect"
@@ -113,7 +128,7 @@ def test_a_new_operator_and_developer_in_their_first_hour(
     c = Comparison.objects.get()
     assert (c.trigger, c.submitted_by_id, c.min_runs) == ("web", ada.pk, RUNS)
     # The live page, before any worker: it says what it is doing, in a sentence too.
-    assert "rcubench is comparing" in _found(browser, "#verdict-sentence", "no sentence").text
+    _until_text(browser, "#verdict-sentence", "rcubench is comparing", "no sentence")
 
     # A worker takes it (the session's kernels, found by key) and mails through loopback SMTP.
     celery_processes.start_worker(
@@ -159,7 +174,7 @@ def test_a_new_operator_and_developer_in_their_first_hour(
     browser.get(f"{base}/accounts/subscriptions/")
     assert "unsubscribed from all rcubench mail" in _found(browser, "#opted-out", "").text
     browser.find_element(By.ID, "mail-again").click()
-    done = _found(browser, "ul.messages .success", "no confirmation").text
-    assert done == "ada@example.org gets rcubench mail again"
-    assert "rcubench mails ada@example.org" in _found(browser, "#mailed", "").text
+    confirmed = "ada@example.org gets rcubench mail again"
+    _until_text(browser, "ul.messages .success", confirmed, "no confirmation")
+    _until_text(browser, "#mailed", "rcubench mails ada@example.org", "not subscribed again")
     assert not OptOut.objects.exists()
