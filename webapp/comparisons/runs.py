@@ -153,6 +153,9 @@ def record_outcome(run: Run, bench: "Benchmark", out: RunOutcome) -> Run | None:
 
     # A traced run's dump is taken off first: the parser reads, and the page shows, the
     # console as an untraced run prints it; the trace is kept beside it for its own parser.
+    cap = settings.RCUBENCH_CONSOLE_MAX_BYTES
+    # The whole console, dump included, is what the cap bounds: the kernel printed all of it.
+    overflowed = len(console_bytes(out.console)) > cap
     console, dump = split_trace(out.console)
     if dump is not None and trace_events(dump)[0]:
         run.trace_log = storable(clip(dump, settings.RCUBENCH_CONSOLE_KEEP_BYTES))
@@ -161,8 +164,7 @@ def record_outcome(run: Run, bench: "Benchmark", out: RunOutcome) -> Run | None:
     run.wall_seconds, run.ready_seconds = out.wall_seconds, out.ready_seconds
     _set_host_load(run, out.host)
     outcome, reason = out.outcome, out.reason
-    cap = settings.RCUBENCH_CONSOLE_MAX_BYTES
-    if outcome == outcomes.OK and len(console_bytes(out.console)) > cap:
+    if outcome == outcomes.OK and overflowed:
         # The VM runner stops at the cap; any runner that did not is held to it here.
         outcome, reason = outcomes.CONSOLE_OVERFLOW, f"the console passed its cap of {cap} bytes"
     if outcome != outcomes.OK:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.rcutrace.parser import split as split_trace
 from benchmarks.registry import Benchmark, get
 from engine.run.console import RunOutcome
 from engine.run.hostload import HostLoad
@@ -234,3 +235,14 @@ def test_an_empty_dump_is_taken_off_and_no_trace_is_kept(small_caps):
     assert run.trace_log == ""
     assert "ftrace buffer empty" not in run.console_log
     assert len(Measurement.objects.get(run=run, metric="writer_duration").samples) == 101
+
+
+def test_a_traced_console_past_the_cap_is_console_overflow_though_its_dump_is_taken_off(
+    small_caps, settings
+):
+    traced = (TRACED / "x86_64-pc-tcg.log").read_text()
+    without_dump, _ = split_trace(traced)
+    # Room for the console without its dump, not for all the kernel printed.
+    settings.RCUBENCH_CONSOLE_MAX_BYTES = len(without_dump.encode()) + 1000
+    run = _record(traced)
+    assert (run.result, run.error_code) == (Result.FAILED, "console-overflow")
