@@ -18,11 +18,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import rcutrace
-from benchmarks.registry import BENCHMARKS, get, kconfig_for
-from engine.build.builder import build_kernel
+from benchmarks.registry import get
 from engine.vm.domain import VMSpec
 from engine.vm.runner import new_domain_name, run_vm
-from perf._kernels import build_settings, initramfs, request
+from perf._kernels import initramfs
+from perf.tracing import build
 from perf.vm_overhead import TOPOLOGY, URI
 
 
@@ -39,10 +39,7 @@ def main() -> int:
     args = parser.parse_args()
     bench = get(args.bench)
     for arch in args.arch:
-        req = request(arch, (*kconfig_for(BENCHMARKS), *rcutrace.KCONFIG))
-        if args.mbox is not None:
-            req = type(req)(**{**req.__dict__, "mbox": args.mbox.read_bytes()})
-        built = build_kernel(req, build_settings())
+        built = build(arch, tracing=True, mbox=args.mbox)
         print(f"{arch}: kernel {built.key} ({'cached' if built.cached else 'built'})")
         cmdline = (
             bench.spec.cmdline if args.untraced else f"{bench.spec.cmdline} {rcutrace.CMDLINE}"

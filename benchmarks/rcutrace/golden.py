@@ -11,6 +11,7 @@ console as it reads an untraced one.
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +35,9 @@ def document(trace: Trace) -> dict[str, Any]:
         "expedited": len(trace.exp_us),
         "expedited_lost": trace.exp_lost,
         "usable": trace.usable,
-        "fqs_scans": _histogram(g.scans for g in trace.window),
+        "fqs_scans": {str(k): n for k, n in sorted(Counter(g.scans for g in trace.window).items())},
         "summary": summary(trace),
     }
-
-
-def _histogram(values: Any) -> dict[str, int]:
-    counts: dict[int, int] = {}
-    for v in values:
-        counts[v] = counts.get(v, 0) + 1
-    return {str(k): counts[k] for k in sorted(counts)}
 
 
 def fixtures() -> list[Path]:

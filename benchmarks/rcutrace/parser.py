@@ -49,7 +49,7 @@ import itertools
 import re
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from benchmarks.spec import ParseError
 
@@ -119,7 +119,6 @@ class Trace:
     interior_unpaired: int  # a start or an end without its partner, not at the trace's edges
     edge_unpaired: int  # in flight when tracing began or stopped: not a loss
     exp_lost: int
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def expected_gps(self) -> int:
