@@ -6,6 +6,7 @@ a host that never comes back (disabled with the reason; the pool then refuses wo
 submitter outside the pool's trust policy (refused; the host never sees the kernel)."""
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -91,12 +92,17 @@ def test_a_comparison_on_a_lab_pool_runs_end_to_end_and_survives_a_host_dying_mi
     assert f"{lab_host.name}: x86_64, 2 CPUs (1 x 1 x 2), SMT on" in html
     # The worker, started for qemu-x86_64, served the pool by its pattern (RCUBENCH_SERVE).
     assert served_by(lab_host.target)
-    # Each host state change is one log line: busy for each run, available after each.
+    # Each host state change is one log line: busy for each run, available after each. A
+    # host slow to come back may be power-cycled once more first (recovering, its reason on
+    # the line: a cold CI machine once needed that after an ordinary run), never disabled.
     lines = [json.loads(line) for proc in celery_processes.procs
              for line in proc.log_path.read_text().splitlines()
              if line.startswith("{") and '"labhost state"' in line]  # fmt: skip
-    states = [line["state"] for line in lines if line["labhost"] == lab_host.name]
-    assert states == ["busy", "available"] * len(runs), states
+    states = " ".join(line["state"] for line in lines if line["labhost"] == lab_host.name)
+    run = r"busy( recovering)? available"
+    assert re.fullmatch(f"{run}( {run})*", states), lines
+    assert states.count("busy") == len(runs), lines
+    assert states.count("recovering") <= 1, lines
 
 
 def test_a_host_that_never_comes_back_is_disabled_and_the_pool_refuses_work(
