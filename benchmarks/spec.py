@@ -116,6 +116,9 @@ class BenchmarkSpec:
     archs: tuple[str, ...] = ("x86_64", "ppc64le")
     notes: str = ""
     figures: tuple[FigureSpec, ...] = ()  # extra figures over several metrics
+    # rcuscale's writer runs and dumps the ftrace buffer when done: traced diagnostic runs
+    # of it give grace-period phases (benchmarks/rcutrace).
+    traceable: bool = False
     _by_name: dict[str, Metric] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

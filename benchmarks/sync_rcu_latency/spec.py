@@ -14,9 +14,12 @@ co-primary (../shared/STATS.md v3). Expedited grace periods are driven by IPIs, 
 and last well under a jiffy: no jiffy statistics for them.
 """
 
+from benchmarks import rcutrace
 from benchmarks.spec import BenchmarkSpec, Better, Kind, Metric
 
-_KCONFIG = ("CONFIG_RCU_SCALE_TEST=y",)
+# The tracing Kconfig in every build: a diagnosis traces the very kernels the verdict
+# measured (benchmarks/rcutrace; docs/tracing.md has the A/A of the two configs).
+_KCONFIG = ("CONFIG_RCU_SCALE_TEST=y", *rcutrace.KCONFIG)
 _CMDLINE = "rcuscale.shutdown=1 rcuscale.holdoff=1 rcuscale.nwriters=1 rcuscale.nreaders=0"
 _COUNTS = (
     Metric("test_duration", "ms", Better.LOWER, Kind.VALUE),
@@ -39,6 +42,7 @@ SPEC = BenchmarkSpec(
     cmdline=_CMDLINE,
     guest_command="",
     metrics=_METRICS,
+    traceable=True,
 )
 
 EXPEDITED = BenchmarkSpec(
@@ -48,4 +52,5 @@ EXPEDITED = BenchmarkSpec(
     cmdline=f"{_CMDLINE} rcuscale.gp_exp=1",
     guest_command="",
     metrics=_EXPEDITED_METRICS,
+    traceable=True,
 )

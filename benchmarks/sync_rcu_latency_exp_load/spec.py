@@ -59,4 +59,5 @@ SPEC = BenchmarkSpec(
         # for) per second in the guest's last report period.
         Metric("exp_load_rate", "1/s", Better.HIGHER, Kind.VALUE),
     ),
+    traceable=True,
 )
