@@ -27,6 +27,12 @@ pytest_plugins = ["tests.support.browser"]  # the `browser` fixture: real headle
 
 ROOT = Path(__file__).resolve().parent
 
+# Diagnostic runs after a verdict only where a test asks for them (the settings fixture, or
+# a worker's RCUBENCH_DIAGNOSE): else every regression a test produces would queue traced
+# runs behind it. In this process and, through the environment, in the workers it spawns.
+os.environ["RCUBENCH_DIAGNOSE"] = "never"
+django_settings.RCUBENCH_DIAGNOSE = "never"
+
 # --- Two tiers: `system` marks what builds, boots, spawns, serves or deploys -------------
 # A test that uses one of these fixtures, directly or through another fixture (pytest's
 # item.fixturenames holds them all), is a system test: `make check` leaves it to `make test`.

@@ -316,6 +316,15 @@ RCUBENCH_PUBLIC_URL = env.str("RCUBENCH_PUBLIC_URL", default="http://127.0.0.1:8
 # Tries of one look's analysis that raise an engine error (or whose worker dies) before
 # the comparison ends as analysis-failed with the error's text.
 RCUBENCH_ANALYSIS_TRIES = env.int("RCUBENCH_ANALYSIS_TRIES", default=3)
+# Diagnostic runs (docs/tracing.md): traced runs of the RCU benchmarks after the verdict,
+# this many per side, for which comparisons: "changes" (a regression or an improvement of
+# a traceable benchmark), "all", or "never" (then only on request from the report or API).
+# Never for bisection steps. They never enter a verdict.
+RCUBENCH_DIAGNOSE = env.str("RCUBENCH_DIAGNOSE", default="changes")
+if RCUBENCH_DIAGNOSE not in ("changes", "all", "never"):
+    raise ImproperlyConfigured(f"RCUBENCH_DIAGNOSE is {RCUBENCH_DIAGNOSE!r}: it must be "
+                               "changes, all or never")  # fmt: skip
+RCUBENCH_DIAGNOSIS_RUNS = env.int("RCUBENCH_DIAGNOSIS_RUNS", default=8)
 # Bisection (webapp/bisections): the longest first-parent range it steps through (each
 # position may be a kernel build), and the most patches a per-patch attribution measures
 # (each is a comparison of its own).

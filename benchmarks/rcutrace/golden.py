@@ -11,33 +11,12 @@ console as it reads an untraced one.
 import argparse
 import json
 import sys
-from collections import Counter
 from pathlib import Path
-from typing import Any
 
-from benchmarks.rcutrace.parser import Trace, parse_console, summary
+from benchmarks.rcutrace.parser import digest, parse_console
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SUFFIX = ".trace.json"
-
-
-def document(trace: Trace) -> dict[str, Any]:
-    return {
-        "events": trace.events,
-        "lost_events": trace.lost_events,
-        "grace_periods": len(trace.gps),
-        "window": len(trace.window),
-        "test_gps": trace.test_gps,
-        "missing_gps": trace.missing_gps,
-        "interior_unpaired": trace.interior_unpaired,
-        "edge_unpaired": trace.edge_unpaired,
-        "paired_share": trace.paired_share,
-        "expedited": len(trace.exp_us),
-        "expedited_lost": trace.exp_lost,
-        "usable": trace.usable,
-        "fqs_scans": {str(k): n for k, n in sorted(Counter(g.scans for g in trace.window).items())},
-        "summary": summary(trace),
-    }
 
 
 def fixtures() -> list[Path]:
@@ -50,7 +29,7 @@ def expected_path(fixture: Path) -> Path:
 
 def render(fixture: Path) -> str:
     console = fixture.read_bytes().decode("utf-8", "surrogateescape")
-    return json.dumps(document(parse_console(console)), indent=2, sort_keys=True) + "\n"
+    return json.dumps(digest(parse_console(console)), indent=2, sort_keys=True) + "\n"
 
 
 def main() -> int:

@@ -48,8 +48,10 @@ not to be used.
 import itertools
 import re
 import statistics
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from benchmarks.spec import ParseError
 
@@ -61,7 +63,7 @@ _DUMP_BEGIN = "Dumping ftrace buffer:"
 _RULE = "---------------------------------"
 _EMPTY = "(ftrace buffer empty)"
 _EVENT = re.compile(
-    r"(?P<task>.{1,16}?)-(?P<pid>\d{1,10})\s+(?P<cpu>\d{1,6})\S*\s+(?P<us>\d{1,20})us.:\s"
+    r"(?P<task>.{1,16}?)-(?P<pid>\d{1,10})\s+(?P<cpu>\d{1,6})(?P<flags>\S{0,8})\s+(?P<us>\d{1,20})us.:\s"
     r"(?P<event>rcu_\w+):\s(?P<args>.*)$"
 )
 _LOST = re.compile(r"CPU:(?P<cpu>\d{1,6}) \[LOST (?P<n>\d{1,20}) EVENTS\]")
@@ -347,3 +349,53 @@ def summary(trace: Trace) -> dict[str, float]:
     if trace.exp_us:
         values["exp_gp_duration"] = statistics.median(trace.exp_us) / 1000
     return values
+
+
+def digest(trace: Trace) -> dict[str, Any]:
+    """What a report and the golden files keep of a trace (JSON): its counts, its loss,
+    the window's FQS scan counts and the run's values (summary)."""
+    return {
+        "events": trace.events,
+        "lost_events": trace.lost_events,
+        "grace_periods": len(trace.gps),
+        "window": len(trace.window),
+        "test_gps": trace.test_gps,
+        "missing_gps": trace.missing_gps,
+        "interior_unpaired": trace.interior_unpaired,
+        "edge_unpaired": trace.edge_unpaired,
+        "paired_share": trace.paired_share,
+        "loss": trace.loss,
+        "expedited": len(trace.exp_us),
+        "expedited_lost": trace.exp_lost,
+        "usable": trace.usable,
+        "fqs_scans": {str(k): n for k, n in sorted(Counter(g.scans for g in trace.window).items())},
+        "summary": summary(trace),
+    }
+
+
+# The header ftrace's own text form starts with (/sys/kernel/tracing/trace, nop tracer).
+_TEXT_HEADER = (
+    "# tracer: nop\n#\n"
+    "#           TASK-PID     CPU#  ||||   TIMESTAMP  FUNCTION\n"
+    "#              | |         |   ||||      |         |\n"
+)
+
+
+def text(dump: str) -> str:
+    """The dump in ftrace's text form, as /sys/kernel/tracing/trace prints it and trace
+    viewers open it (Perfetto's systrace importer, KernelShark's text import): task-pid,
+    [cpu], four latency flags (irqs-off, need-resched, irq context, preempt depth: the
+    kernel's fifth, migrate-disable, is left off, as older kernels print it), seconds with
+    microseconds, the event and its fields. LOST lines are kept as ftrace prints them."""
+    out = [_TEXT_HEADER]
+    for line in dump.split("\n"):
+        body = _PRINTK.sub("", line.rstrip("\r"))
+        if m := _EVENT.match(body):
+            us = int(m.group("us"))
+            flags = (m.group("flags") + "....")[:4]
+            out.append(f"{m.group('task').strip():>16}-{m.group('pid'):<7} "
+                       f"[{int(m.group('cpu')):03d}] {flags} {us // 10**6:5d}.{us % 10**6:06d}: "
+                       f"{m.group('event')}: {m.group('args')}\n")  # fmt: skip
+        elif _LOST.match(body):
+            out.append(body + "\n")
+    return "".join(out)

@@ -140,13 +140,15 @@ def _env_file(stack: Stack) -> str:
 
 def _test_override(stack: Stack) -> str:
     """What only this test adds: plain HTTP (as `make up`), its own VM names, test mode's
-    few runs a side, and the host's trees (read-only) where the default tree's shared clone
-    finds its objects."""
+    few runs a side, no diagnostic runs after the verdict (the suite traces the demo's
+    kernels in test_end_to_end.py, not here behind the stack's teardown), and the host's
+    trees (read-only) where the default tree's shared clone finds its objects."""
     trees = f"      - {HOST_TREES}:{HOST_TREES}:ro\n"
     env = f"""    environment:
       DJANGO_HTTPS: "false"
       RCUBENCH_INSTANCE: {stack.instance}
       RCUBENCH_ALLOW_FEW_RUNS: "1"
+      RCUBENCH_DIAGNOSE: never
 """
     app = ["web", "beat", "worker-analysis", "worker-bench-qemu-x86_64",
            "worker-bench-qemu-ppc64le"]  # fmt: skip

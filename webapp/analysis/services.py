@@ -26,8 +26,9 @@ log = logs.get(__name__)
 
 
 def counted_runs(comparison: Comparison) -> "QuerySet[Run]":
-    """Runs that are data: finished ok. Failed, lost and infrastructure-failed runs never are."""
-    return comparison.runs.filter(state=State.DONE, result=Result.OK)
+    """Runs that are data: finished ok, untraced. Failed, lost and infrastructure-failed runs
+    never are, nor diagnostic runs (traced: tracing perturbs what it traces)."""
+    return comparison.runs.filter(state=State.DONE, result=Result.OK, traced=False)
 
 
 def failure_counts(comparison: Comparison) -> list[BenchmarkFailures]:
@@ -35,8 +36,8 @@ def failure_counts(comparison: Comparison) -> list[BenchmarkFailures]:
     the host's (methods.KERNEL_FAILURES / HOST_FAILURES). Every attempt counts, replaced
     or not; queued and running ones do not yet."""
     outcomes: dict[tuple[str, str], list[str]] = defaultdict(list)
-    rows = comparison.runs.filter(state=State.DONE).values_list("benchmark", "side", "result",
-                                                                 "error_code")  # fmt: skip
+    rows = comparison.runs.filter(state=State.DONE, traced=False).values_list(
+        "benchmark", "side", "result", "error_code")  # fmt: skip
     for bench, side, result, code in rows:
         outcomes[bench, side].append("ok" if result == Result.OK else code or result)
     return [
@@ -225,7 +226,7 @@ def _build_runs(build: Build, benchmark: str) -> "Iterable[Run]":
     return Run.objects.filter(
         Q(comparison__build_a=build, side=Run.Side.A) | Q(comparison__build_b=build,
                                                           side=Run.Side.B),
-        benchmark=benchmark, state=State.DONE, result=Result.OK,
+        benchmark=benchmark, state=State.DONE, result=Result.OK, traced=False,
     ).order_by("finished_at", "pk")  # fmt: skip
 
 

@@ -14,25 +14,26 @@ from webapp.comparisons.reproducer import reproducer
 from webapp.comparisons.summary import header, reliability_rows, report_url, verdict_rows
 
 SAMPLE_COLUMNS = ("comparison_id", "benchmark", "metric", "unit", "side", "run_index",
-                  "run_order", "run_result", "sample_index", "value")  # fmt: skip
+                  "run_order", "run_result", "run_traced", "sample_index", "value")  # fmt: skip
 # Measurements fetched per round trip while streaming an export (each up to 10,000 samples).
 _EXPORT_CHUNK = 64
 
 
 def _sample_rows(c: Comparison) -> Iterator[list[tuple[object, ...]]]:
     """Rows of SAMPLE_COLUMNS for every run's measurements (counted or not: run_result says
-    which are data), one list per measurement, in run order."""
+    which are data, and run_traced which are diagnostic runs, never data), one list per
+    measurement, in run order."""
     rows = (
         Measurement.objects.filter(run__comparison=c)
         .order_by("run__order", "benchmark", "metric")
         .values_list("benchmark", "metric", "unit", "run__side", "run__index", "run__order",
-                     "run__result", "samples")
+                     "run__result", "run__traced", "samples")
     )  # fmt: skip
-    for bench, metric, unit, side, index, order, result, samples in rows.iterator(
+    for bench, metric, unit, side, index, order, result, traced, samples in rows.iterator(
         chunk_size=_EXPORT_CHUNK
     ):
         yield [
-            (c.pk, bench, metric, unit, side, index, order, result, i, v)
+            (c.pk, bench, metric, unit, side, index, order, result, traced, i, v)
             for i, v in enumerate(samples)
         ]
 

@@ -162,6 +162,11 @@ class Comparison(models.Model):
     analysis_tries = models.PositiveSmallIntegerField(
         default=0, help_text="Tries of the look's analysis so far (RCUBENCH_ANALYSIS_TRIES)."
     )
+    diagnosis_per_side = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="Traced diagnostic runs per side and traceable benchmark, scheduled after "
+        "the verdict (0: none asked for). They never enter a verdict.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -222,6 +227,11 @@ class Run(TrackedStep):
     # The RCU trace the kernel dumped on its console (benchmarks/rcutrace), taken off it:
     # console_log is what the benchmark's parser read. Empty: no events were traced.
     trace_log = models.TextField(blank=True)
+    # A diagnostic run (docs/tracing.md): booted with the RCU tracepoints on, after the
+    # verdict; its measurements give the perturbation line, never a verdict.
+    traced = models.BooleanField(default=False)
+    # The trace's parse (benchmarks.rcutrace.parser.digest); null: not traced, or no dump.
+    trace_summary = models.JSONField(null=True, blank=True)
     wall_seconds = models.FloatField(null=True, blank=True, help_text="VM start to VM end.")
     ready_seconds = models.FloatField(
         null=True, blank=True, help_text="VM start to the guest's ready marker."

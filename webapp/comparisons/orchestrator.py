@@ -17,6 +17,12 @@ of a benchmark has spent its budget (stats.failures.budget_spent); then the comp
 ok as reliability-regression if B's kernel fails significantly more often than A's, else
 failed as runs-failed.
 
+Diagnostic runs (docs/tracing.md) come after the verdict, which they never enter: traced
+runs of the traceable benchmarks (RCUBENCH_DIAGNOSE's policy, or asked for by `diagnose`),
+on the same kernels, ABBA-interleaved like the others. The comparison is done meanwhile;
+the kick re-sends their lost messages and a cancel ends them. A failed one is not
+replaced: the report says how many of each side are usable.
+
 A look's analysis runs once: the task stamps analysis_started_at and counts its try; the
 periodic kick sends it again only if it never started (the broker lost it) or started longer
 ago than the analysis task's hard time limit (its worker died). An engine error other than
@@ -34,9 +40,9 @@ from django.db import transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
-from benchmarks.registry import BENCHMARKS, kconfig_for
+from benchmarks.registry import BENCHMARKS, get, kconfig_for
 from stats.failures import BUDGET_MIN_ATTEMPTS, BUDGET_SHARE, budget_spent
-from stats.verdicts import RELIABILITY, TooFewRuns
+from stats.verdicts import IMPROVEMENT, REGRESSION, RELIABILITY, TooFewRuns
 from webapp import access, dispatch, logs
 from webapp.access import AnyUser
 from webapp.analysis.services import analyse_comparison, analyse_failures, design_for
@@ -70,6 +76,8 @@ def advance(comparison_id: int) -> None:
         elif c.state == ComparisonState.ANALYSING and (why := _analysis_lost(c)):
             log.info("message re-sent", comparison=c.pk, task="analysis", why=why)
             _send_analysis(c)
+        elif c.state == ComparisonState.DONE:
+            _resend_lost_runs(c, list(c.runs.filter(traced=True)))
 
 
 def _advance_builds(c: Comparison) -> None:
@@ -102,7 +110,7 @@ def _advance_builds(c: Comparison) -> None:
 
 
 def _advance_runs(c: Comparison) -> None:
-    runs = list(c.runs.all())
+    runs = list(c.runs.filter(traced=False))
     by_pk = {r.pk: r for r in runs}
     replaced = {r.retry_of_id for r in runs if r.retry_of_id}
     failed = [r for r in runs if r.state == State.DONE and r.result != Result.OK and
@@ -255,6 +263,8 @@ def conclude_look(comparison_id: int) -> None:
             _schedule(c, more)
         else:
             _finish(c, Result.OK, "", "")
+            if benchmarks := _diagnosed_by_policy(c):
+                _schedule_diagnosis(c, benchmarks, settings.RCUBENCH_DIAGNOSIS_RUNS, "policy")
 
 
 def extend(comparison_id: int) -> int:
@@ -287,14 +297,86 @@ def extend(comparison_id: int) -> int:
 
 def cancel(comparison_id: int, reason: str = "cancelled") -> bool:
     """End the comparison and its unfinished runs now; False if it had already ended.
-    A worker in the middle of a run sees its run ended at its next poll and destroys the VM
-    (workers poll every RCUBENCH_CANCEL_POLL_SECONDS)."""
+    A done comparison's unfinished diagnostic runs are ended instead (True if there were
+    any). A worker in the middle of a run sees its run ended at its next poll and destroys
+    the VM (workers poll every RCUBENCH_CANCEL_POLL_SECONDS)."""
     with transaction.atomic():
         c = Comparison.objects.select_for_update().get(pk=comparison_id)
         if c.state == ComparisonState.DONE:
-            return False
+            return _cancel_diagnosis(c, reason) > 0
         _finish(c, Result.INCOMPLETE, Comparison.Error.CANCELLED, reason)
     return True
+
+
+class DiagnosisRefused(ValueError):
+    """Diagnostic runs cannot be asked for: the message says why."""
+
+
+def diagnose(comparison_id: int, per_side: int | None = None, *, by: str = "") -> int:
+    """Schedule `per_side` (RCUBENCH_DIAGNOSIS_RUNS) traced diagnostic runs per side of
+    each traceable benchmark of a comparison that ended ok; asked for from the report or
+    the API (`by`: who, for the log line). Returns the runs added. DiagnosisRefused names
+    what stands in the way: not done, failed, no traceable benchmark, one already asked."""
+    per_side = settings.RCUBENCH_DIAGNOSIS_RUNS if per_side is None else per_side
+    most = settings.RCUBENCH_MAX_RUNS_PER_SIDE
+    if not 1 <= per_side <= most:
+        raise DiagnosisRefused(f"diagnostic runs per side must be 1 to {most}, not {per_side}")
+    with transaction.atomic():
+        c = (
+            Comparison.objects.select_for_update(of=("self",))
+            .select_related("target")
+            .get(pk=comparison_id)
+        )
+        if c.state != ComparisonState.DONE or c.result != Result.OK:
+            raise DiagnosisRefused(f"comparison {c.pk} has not ended ok ({c.state}"
+                                   f"{', ' + c.result if c.result else ''}): diagnostic runs "
+                                   "trace the kernels of a verdict")  # fmt: skip
+        if c.diagnosis_per_side:
+            raise DiagnosisRefused(f"comparison {c.pk} has its diagnostic runs already "
+                                   f"({c.diagnosis_per_side} per side)")  # fmt: skip
+        traceable = [b for b in c.benchmarks if get(b).spec.traceable]
+        if not traceable:
+            raise DiagnosisRefused(f"none of comparison {c.pk}'s benchmarks "
+                                   f"({', '.join(c.benchmarks)}) can be traced: only "
+                                   "rcuscale's dump its RCU trace")  # fmt: skip
+        return _schedule_diagnosis(c, traceable, per_side, by or "request")
+
+
+def _diagnosed_by_policy(c: Comparison) -> list[str]:
+    """The traceable benchmarks RCUBENCH_DIAGNOSE traces after this verdict (none for a
+    bisection's step: it is a step, and its bisection's attribution is the diagnosis)."""
+    policy = settings.RCUBENCH_DIAGNOSE
+    if policy == "never" or c.trigger == Comparison.Trigger.BISECTION:
+        return []
+    traceable = [b for b in c.benchmarks if get(b).spec.traceable]
+    if policy == "all":
+        return traceable
+    changed = set(c.verdicts.filter(verdict__in=(REGRESSION, IMPROVEMENT))
+                  .values_list("benchmark", flat=True))  # fmt: skip
+    return [b for b in traceable if b in changed]
+
+
+def _schedule_diagnosis(c: Comparison, benchmarks: list[str], per_side: int, by: str) -> int:
+    rng = random.Random(f"{c.seed}:diagnosis")  # noqa: S311  (reproducible order)
+    slots = abba_slots(benchmarks, per_side, rng)
+    c.diagnosis_per_side = per_side
+    c.save(update_fields=["diagnosis_per_side"])
+    log.info("diagnosis scheduled", comparison=c.pk, benchmarks=benchmarks,
+             runs_per_side=per_side, by=by)  # fmt: skip
+    for bench, side in slots:
+        _add_run(c, bench, side, traced=True)
+    return len(slots)
+
+
+def _cancel_diagnosis(c: Comparison, reason: str) -> int:
+    unfinished = list(c.runs.filter(traced=True, state__in=[State.QUEUED, State.RUNNING]))
+    for run in unfinished:
+        finish_step(
+            run, unfinished=(State.QUEUED, State.RUNNING), result=Result.INCOMPLETE,
+            error_code=Run.Error.CANCELLED, error_message=reason[:2000],
+            context={"comparison": c.pk, "traced": True},
+        )  # fmt: skip
+    return len(unfinished)
 
 
 def cancel_for(user: AnyUser, pk: int, via: str = "on the web page") -> tuple[Comparison, bool]:
@@ -317,7 +399,11 @@ def cancel_for(user: AnyUser, pk: int, via: str = "on the web page") -> tuple[Co
 def artifacts_in_use() -> frozenset[str]:
     """Artifact keys of the builds that unfinished comparisons still boot: the build cache
     never prunes them (the build task passes them to trees.services.execute_build)."""
-    active = Comparison.objects.exclude(state=ComparisonState.DONE)
+    # A done comparison with diagnostic runs to go boots its kernels still.
+    active = Comparison.objects.filter(
+        ~Q(state=ComparisonState.DONE)
+        | Q(runs__traced=True, runs__state__in=[State.QUEUED, State.RUNNING])
+    )
     used = Build.objects.filter(
         Q(pk__in=active.values("build_a")) | Q(pk__in=active.values("build_b"))
     ).exclude(artifact_key="")
@@ -336,7 +422,9 @@ def on_build_done(build_id: int) -> None:
 def advance_unfinished() -> int:
     """Advance every unfinished comparison (periodic): recovers lost messages and
     replaces runs the reaper ended. Returns how many were looked at."""
-    pks = list(Comparison.objects.filter(state__in=ACTIVE).values_list("pk", flat=True))
+    diagnosing = Q(runs__traced=True, runs__state=State.QUEUED)
+    pks = list(Comparison.objects.filter(Q(state__in=ACTIVE) | diagnosing)
+               .values_list("pk", flat=True).distinct())  # fmt: skip
     for pk in pks:
         advance(pk)
     return len(pks)
@@ -365,7 +453,7 @@ def _move(c: Comparison, state: str, also: list[str] | None = None, **fields: ob
 
 def _add_run(
     c: Comparison, benchmark: str, side: str, retry_of: Run | None = None,
-    pairs_with: Run | None = None,
+    pairs_with: Run | None = None, traced: bool = False,
 ) -> Run:  # fmt: skip
     last = Run.objects.filter(comparison=c).aggregate(
         order=Max("order"), index=Max("index", filter=Q(benchmark=benchmark, side=side))
@@ -374,9 +462,11 @@ def _add_run(
         comparison=c, benchmark=benchmark, side=side, retry_of=retry_of,
         index=0 if last["index"] is None else last["index"] + 1,
         order=0 if last["order"] is None else last["order"] + 1,
-        dispatched_at=timezone.now(),
+        dispatched_at=timezone.now(), traced=traced,
     )  # fmt: skip
-    why = {"retry_of": retry_of.pk} if retry_of else {}
+    why: dict[str, object] = {"retry_of": retry_of.pk} if retry_of else {}
+    if traced:
+        why["traced"] = True
     if pairs_with:  # an extra run beside another side's replacement
         why["pairs_with_replacement_of"] = pairs_with.pk
     log_state(run, run.state, comparison=c.pk, benchmark=benchmark, side=side, index=run.index,

@@ -99,7 +99,7 @@ def progress_many(comparisons: Iterable[Comparison]) -> dict[int, Progress]:
         return {}
     counts = {
         row["comparison_id"]: row
-        for row in Run.objects.filter(comparison_id__in=[c.pk for c in cs])
+        for row in Run.objects.filter(comparison_id__in=[c.pk for c in cs], traced=False)
         .values("comparison_id")
         .annotate(
             ok=Count("pk", filter=Q(result=Result.OK)),

@@ -13,8 +13,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from benchmarks import rcutrace
 from benchmarks.cmdline import compose
+from benchmarks.rcutrace.parser import digest
 from benchmarks.rcutrace.parser import events as trace_events
+from benchmarks.rcutrace.parser import parse as parse_trace
 from benchmarks.rcutrace.parser import split as split_trace
 from benchmarks.registry import get
 from benchmarks.spec import ParseError, RunContext
@@ -95,6 +98,8 @@ def execute_run(run_id: int) -> Run | None:
     # The benchmark's own parameters win over the side's extras (which submission refuses
     # to overlap with them), whatever their origin.
     cmdline = compose(bench.spec.cmdline, extra)
+    if run.traced:  # a diagnostic run: the RCU tracepoints on, dumped by rcuscale when done
+        cmdline = f"{cmdline} {rcutrace.CMDLINE}"
     console_log = console_dir(run.pk) / "console.log"
     if target.is_lab:
         return _execute_on_lab(run, bench, kernel, initrd, cmdline, console_log)
@@ -159,6 +164,7 @@ def record_outcome(run: Run, bench: "Benchmark", out: RunOutcome) -> Run | None:
     console, dump = split_trace(out.console)
     if dump is not None and trace_events(dump)[0]:
         run.trace_log = storable(clip(dump, settings.RCUBENCH_CONSOLE_KEEP_BYTES))
+        run.trace_summary = _trace_digest(dump, console)
     out = replace(out, console=console)
     run.console_log = storable(clip(out.console, settings.RCUBENCH_CONSOLE_KEEP_BYTES))
     run.wall_seconds, run.ready_seconds = out.wall_seconds, out.ready_seconds
@@ -191,6 +197,15 @@ def record_outcome(run: Run, bench: "Benchmark", out: RunOutcome) -> Run | None:
             for metric in bench.spec.metrics
         )
     return run
+
+
+def _trace_digest(dump: str, console: str) -> dict[str, object]:
+    """The trace's parse as the report reads it; a parser bug on hostile output costs the
+    trace (said so), never the run."""
+    try:
+        return digest(parse_trace(dump, console))
+    except Exception as exc:  # noqa: BLE001 -- hostile output: the run stands without it
+        return {"usable": False, "error": f"{type(exc).__name__}: {exc}"[:_MESSAGE_MAX]}
 
 
 def _set_host_load(run: Run, host: "HostLoad | None") -> None:
@@ -248,7 +263,8 @@ def _end_run(run: Run, result: str, error_code: str, message: str) -> Run | None
         run, unfinished=(State.RUNNING,), result=result, error_code=error_code,
         error_message=storable(message)[:_MESSAGE_MAX],  # reasons quote the console
         context={"comparison": run.comparison_id, **_host_context(run)},
-        console_log=run.console_log, trace_log=run.trace_log, wall_seconds=run.wall_seconds,
+        console_log=run.console_log, trace_log=run.trace_log, trace_summary=run.trace_summary,
+        wall_seconds=run.wall_seconds,
         ready_seconds=run.ready_seconds, **{f: getattr(run, f) for f in _HOST_FIELDS},
     )  # fmt: skip
     return run if ended else None

@@ -232,7 +232,8 @@ def run_counts(c: Comparison) -> tuple[SideRuns, SideRuns]:
     """Runs per side by outcome, with the error codes of those that are not data."""
     counts: dict[str, Counter[str]] = {"A": Counter(), "B": Counter()}
     errors: dict[str, Counter[str]] = {"A": Counter(), "B": Counter()}
-    rows = c.runs.values("side", "state", "result", "error_code").annotate(n=Count("pk"))
+    rows = (c.runs.filter(traced=False).values("side", "state", "result", "error_code")
+            .annotate(n=Count("pk")))  # fmt: skip
     for row in rows.order_by():
         side, n = row["side"], row["n"]
         counts[side]["total"] += n
@@ -246,7 +247,7 @@ def run_counts(c: Comparison) -> tuple[SideRuns, SideRuns]:
     shares: dict[str, list[float]] = {"A": [], "B": []}
     contended: Counter[str] = Counter()
     pinned: Counter[str] = Counter()
-    data = c.runs.filter(state=State.DONE, result=Result.OK)
+    data = c.runs.filter(state=State.DONE, result=Result.OK, traced=False)
     for side, share, flagged, pin in data.values_list(
         "side", "host_busy_share", "contended", "pinned"
     ).order_by():

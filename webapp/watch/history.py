@@ -144,7 +144,7 @@ def _b_values(
     rows = (
         Measurement.objects.filter(
             run__comparison_id__in=comparison_ids, run__side="B", run__state=State.DONE,
-            run__result=Result.OK, metric__in=set(metrics),
+            run__result=Result.OK, run__traced=False, metric__in=set(metrics),
         )
         .annotate(run_value=_RUN_MEDIAN)
         .order_by("run__order")

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from benchmarks.rcutrace import golden
-from benchmarks.rcutrace.parser import MAX_LOSS, events, parse, parse_console, split, summary
+from benchmarks.rcutrace.parser import (
+    MAX_LOSS,
+    events,
+    parse,
+    parse_console,
+    split,
+    summary,
+    text,
+)  # fmt: skip
 from benchmarks.spec import ParseError
 from benchmarks.sync_rcu_latency.parser import parse as parse_rcuscale
 
@@ -162,3 +170,37 @@ def test_numbers_no_kernel_prints_are_not_read_and_never_raise():
     trace = parse(dump[:at] + "\n".join(garbled) + "\n" + dump[at:], console + garbled[-1])
     assert trace.usable
     assert trace.test_gps == 101
+
+
+# The line of ftrace's text form as trace viewers read it (Perfetto's systrace importer
+# takes the task up to the last "-pid", then "[cpu]", at most four flag characters, the
+# timestamp in seconds, the event name): written from that format, not from our output.
+_TEXT_LINE = re.compile(r"^\s*(?P<task>.+)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+[a-zA-Z0-9.]{0,4}\s+"
+                        r"(?P<s>\d+)\.(?P<us>\d{6}):\s+(?P<event>\S+):\s(?P<args>.*)$")  # fmt: skip
+
+
+@pytest.mark.parametrize("fixture", golden.fixtures(), ids=lambda p: p.name)
+def test_the_download_is_ftrace_text_that_carries_every_event_unchanged(fixture: Path):
+    _, dump = _split(fixture.read_text())
+    out = text(dump)
+    assert out.startswith("# tracer: nop\n")
+    lines = [ln for ln in out.splitlines() if not ln.startswith("#")]
+    evs, _ = events(dump)
+    assert len(lines) == len(evs) > 1000
+    for line, ev in zip(lines, evs, strict=True):
+        m = _TEXT_LINE.match(line)
+        assert m, line
+        assert (m["task"].strip(), int(m["pid"]), int(m["cpu"])) == (ev.task, ev.pid, ev.cpu)
+        assert int(m["s"]) * 10**6 + int(m["us"]) == ev.us
+        assert (m["event"], tuple(m["args"].split())) == (ev.name, ev.args)
+
+
+def test_the_download_keeps_lost_lines_and_drops_what_is_not_the_trace():
+    _, dump = _split(X86)
+    lines = dump.split("\n")
+    noise = ["[    2.6] CPU:1 [LOST 7 EVENTS]", "[    2.6] \x1b[31m<script>"]
+    hostile = [*lines[:3], *noise, *lines[3:]]
+    out = text("\n".join(hostile))
+    assert "CPU:1 [LOST 7 EVENTS]\n" in out
+    assert "<script>" not in out
+    assert "\x1b" not in out

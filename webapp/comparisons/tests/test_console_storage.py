@@ -3,6 +3,7 @@ hands them over (RunOutcome): any byte, any length, garbled benchmark output. Ea
 run with its outcome and stores its console; none loses the run. And console files go
 with their runs."""
 
+import json
 import re
 from pathlib import Path
 
@@ -226,6 +227,23 @@ def test_a_traced_runs_dump_is_kept_apart_and_its_console_measures_as_an_untrace
     assert run.trace_log.count("rcu_grace_period:") == traced.count("us : rcu_grace_period:")
     assert len(run.console_log) + len(run.trace_log) == len(traced) - 1  # the joining newline
     assert len(Measurement.objects.get(run=run, metric="writer_duration").samples) == 101
+    # Its parse is kept for the report: the golden file's, as JSON stores it.
+    golden = json.loads((TRACED / "x86_64-pc-tcg.trace.json").read_text())
+    assert run.trace_summary == golden
+
+
+def test_a_dump_the_trace_parser_chokes_on_costs_the_trace_not_the_run(small_caps, monkeypatch):
+    def boom(dump: str, console: str) -> None:
+        raise RuntimeError("a parser bug on hostile output")
+
+    monkeypatch.setattr(runs, "parse_trace", boom)
+    run = _record((TRACED / "x86_64-pc-tcg.log").read_text())
+    assert (run.result, run.error_code) == (Result.OK, ""), run.error_message
+    assert run.trace_summary == {
+        "usable": False,
+        "error": "RuntimeError: a parser bug on hostile output",
+    }
+    assert run.trace_log  # the raw dump is kept for a reader to look at
 
 
 def test_an_empty_dump_is_taken_off_and_no_trace_is_kept(small_caps):
@@ -233,6 +251,7 @@ def test_an_empty_dump_is_taken_off_and_no_trace_is_kept(small_caps):
     built = (FIXTURES / "x86_64-pc-tcg-tracing-built.log").read_text()
     run = _record(built)
     assert run.trace_log == ""
+    assert run.trace_summary is None
     assert "ftrace buffer empty" not in run.console_log
     assert len(Measurement.objects.get(run=run, metric="writer_duration").samples) == 101
 

@@ -21,6 +21,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from conftest import BASE_TAG, DEFAULT_TREE, TEST_BROKER_URL
+from webapp.comparisons.diagnosis import diagnosis
 from webapp.comparisons.models import Comparison, Run
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
 from webapp.comparisons.tests.conftest import (
@@ -253,3 +254,43 @@ def test_cancel_tears_down_the_running_vm(celery_processes, env):
     c.refresh_from_db()
     assert (c.state, c.result, c.error_code) == ("done", "incomplete", "cancelled")
     assert set(c.runs.values_list("error_code", flat=True)) == {"cancelled"}
+
+
+def test_the_demo_regressions_traced_runs_say_why(celery_processes, env, x86_demo_kernel):
+    """Base against base + the demo's patch (one more jiffy before each FQS scan), from the
+    session's kernels; the policy traces every verdict here, 5 runs a side (the fewest at
+    which a relabelling test can reach 0.05). The traced runs say where the time went."""
+    celery_processes.start_worker(**env, RCUBENCH_DIAGNOSE="all", RCUBENCH_DIAGNOSIS_RUNS="5")
+    c = _submit(series_mbox=DEMO_MBOX.read_bytes())
+    celery_processes.until_done(c, 600)
+    assert (c.result, c.error_code) == ("ok", ""), f"{c.error_message}\n{celery_processes.logs()}"
+    assert c.diagnosis_per_side == 5
+    traced = c.runs.filter(traced=True)
+    celery_processes.wait_for(lambda: not traced.exclude(state="done").exists(), 600)
+    assert sorted(traced.values_list("side", "result")) == [("A", "ok")] * 5 + [("B", "ok")] * 5
+    for run in traced:  # the dump is off the console, parsed, and whole
+        assert "Dumping ftrace buffer:" in run.trace_log
+        assert "Dumping ftrace buffer:" not in run.console_log
+        assert run.trace_summary["usable"], run.trace_summary
+        assert run.trace_summary["paired_share"] >= 0.99
+    # The verdict's runs are the 2 a side it was decided on: no traced run entered it.
+    primary = c.verdicts.get(metric="writer_duration", statistic="p50")
+    assert (primary.n_a, primary.n_b) == (2, 2)
+    d = diagnosis(c)
+    assert d is not None
+    assert not d.running
+    (bench,) = d.benchmarks
+    rows = {r.phase: r for r in bench.rows}
+    wait = rows["gp_first_fqs_wait"]
+    assert wait.flagged, wait
+    assert 0.8 <= wait.shift <= 1.2, wait  # a jiffy at HZ=1000: 1 ms
+    assert bench.share is not None
+    assert bench.share.estimate >= 0.8, bench.share
+    assert sum(bench.fqs_scans["A"].values()) >= 5 * 100  # rcuscale's ~101 a run
+    assert sum(bench.fqs_scans["B"].values()) >= 5 * 100
+    # Operators' logs: the diagnosis's line, and each traced run's queued line says so.
+    assert '"event": "diagnosis scheduled"' in celery_processes.logs()
+    for run in traced:
+        queued = [line for line in state_lines([], celery_processes)
+                  if line.get("run") == run.pk and line["state"] == "queued"]  # fmt: skip
+        assert [line.get("traced") for line in queued] == [True], queued

@@ -27,16 +27,16 @@ def _csv_rows(c):
 def test_csv_has_one_row_per_run_metric_and_sample(done_comparison):
     rows = _csv_rows(done_comparison)
     assert rows[0] == ["comparison_id", "benchmark", "metric", "unit", "side", "run_index",
-                       "run_order", "run_result", "sample_index", "value"]  # fmt: skip
+                       "run_order", "run_result", "run_traced", "sample_index", "value"]  # fmt: skip
     # 2 sides x 3 runs, each with WRITER_SAMPLES writer durations and one gps value.
     assert len(rows) - 1 == 2 * RUNS_PER_SIDE * (WRITER_SAMPLES + 1)
     # Run order 1 is B's slot 0 (ABBA): its writer durations, in sample order.
     b0 = [r for r in rows[1:] if r[6] == "1" and r[2] == "writer_duration"]
-    assert [r[:9] for r in b0[:2]] == [
+    assert [r[:10] for r in b0[:2]] == [
         [str(done_comparison.pk), "sync-rcu-latency", "writer_duration", "ms", "B", "0", "1",
-         "ok", str(i)] for i in range(2)
+         "ok", "False", str(i)] for i in range(2)
     ]  # fmt: skip
-    assert [float(r[9]) for r in b0] == writer_samples("B", 0)  # exact round trip
+    assert [float(r[10]) for r in b0] == writer_samples("B", 0)  # exact round trip
     orders = [int(r[6]) for r in rows[1:]]
     assert orders == sorted(orders)
 

@@ -157,7 +157,7 @@ def test_csv_download_streams(client, done_comparison):
     body = b"".join(response.streaming_content).decode()
     lines = body.splitlines()
     assert lines[0] == ("comparison_id,benchmark,metric,unit,side,run_index,run_order,"
-                        "run_result,sample_index,value")  # fmt: skip
+                        "run_result,run_traced,sample_index,value")  # fmt: skip
     assert len(lines) == 1 + 2 * RUNS_PER_SIDE * (WRITER_SAMPLES + 1)
 
 

@@ -209,6 +209,11 @@ class Command(BaseCommand):
         a, b = kernel_names(comparison)
         self._table(verdict_rows(comparison), comparison.verdict, report_url(comparison),
                     (a.text, b.text))  # fmt: skip
+        if n := comparison.diagnosis_per_side:  # after the verdict, not part of it
+            why = (f"why: {n} traced runs a side of both kernels follow (docs/tracing.md); "
+                   f"their grace-period phases: {report_url(comparison)}#diagnosis")  # fmt: skip
+            for line in terminal.wrap(why, terminal.width()):
+                self.stdout.write(line)
 
     def _table(
         self, verdicts: list[VerdictRow], verdict: str, url: str, kernels: tuple[str, str]
