@@ -204,10 +204,12 @@ class Links:
 
 
 def comparison_body(
-    h: Header, rows: Sequence[VerdictRow], kind: str, reproducer: str, links: Links, reason: str
-) -> str:
+    h: Header, rows: Sequence[VerdictRow], kind: str, reproducer: str, links: Links, reason: str,
+    *, diagnosis: int = 0,
+) -> str:  # fmt: skip
     """A comparison's alert: the verdict in words, the table, both kernels, the target,
-    how to reproduce it, the report, and how to stop these mails."""
+    how to reproduce it, the report, where its traced diagnostic runs (`diagnosis` per
+    side; 0: none asked for) say why, and how to stop these mails."""
     a, b = h.kernels
     t = h.target
     parts = [_para(verdict_sentence(h, rows, kind)), "", *verdict_table(rows), ""]
@@ -216,8 +218,11 @@ def comparison_body(
     target = f"Target: {t.name} ({t.kind}, {t.arch}, {t.topology}, {t.memory_mb} MB)"
     parts.append(textwrap.fill(target, WIDTH, initial_indent="  ", subsequent_indent="          "))
     parts += ["", "Reproduce it with:", "", *(f"    {line}" for line in shell_lines(reproducer))]
-    parts += ["", "Report, with figures and every run's console:", f"  {links.report}", ""]
-    parts += _footer(reason, links)
+    parts += ["", "Report, with figures and every run's console:", f"  {links.report}"]
+    if diagnosis:
+        parts += [f"Why: traced runs of both kernels, {diagnosis} per side, at",
+                  f"  {links.report}#diagnosis"]  # fmt: skip
+    parts += ["", *_footer(reason, links)]
     return "\n".join(parts) + "\n"
 
 

@@ -396,7 +396,8 @@ def render(alert: Alert) -> EmailMessage:
         ).get(pk=alert.comparison_id)  # fmt: skip
         links = messages.Links(report_url(c.pk), links.unsubscribe, links.subscriptions)
         body = messages.comparison_body(header(c), verdict_rows(c), alert.kind, reproducer(c),
-                                        links, alert.reason)  # fmt: skip
+                                        links, alert.reason,
+                                        diagnosis=c.diagnosis_per_side)  # fmt: skip
         extra = {"X-rcubench-Comparison": str(c.pk), "X-rcubench-Verdict": c.verdict}
     elif alert.bisection_id is not None:
         b = Bisection.objects.get(pk=alert.bisection_id)

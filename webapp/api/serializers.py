@@ -12,11 +12,14 @@ from knox.models import AuthToken
 from rest_framework import serializers
 
 from stats import defaults
+from stats.phases import PhaseRow, Share
 from webapp.accounts.models import Scope
 from webapp.analysis.models import MetricVerdict
 from webapp.api import services
 from webapp.bisections import summary as bisection_summary
 from webapp.bisections.models import Bisection, Step
+from webapp.comparisons.diagnosis import PHASES, BenchmarkDiagnosis, Perturbation, TracedRun
+from webapp.comparisons.diagnosis import diagnosis as read_diagnosis
 from webapp.comparisons.exports import finite
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.comparisons.names import kernel_names
@@ -130,6 +133,111 @@ class ProgressSerializer(serializers.Serializer[Any]):
     detail = serializers.CharField(allow_blank=True)
 
 
+# --- diagnosis (traced runs: docs/tracing.md) ------------------------------------------
+
+
+class PhaseSerializer(serializers.Serializer[PhaseRow]):
+    phase = serializers.CharField()
+    label = serializers.SerializerMethodField()
+    unit = serializers.SerializerMethodField(help_text='ms, scans, callbacks, or "share" (0-1).')
+    n_a = serializers.IntegerField(help_text="Usable traced runs of A with this phase.")
+    n_b = serializers.IntegerField()
+    median_a = FiniteFloatField(help_text="Median over A's usable runs of each run's value.")
+    median_b = FiniteFloatField()
+    shift = FiniteFloatField(help_text="Hodges-Lehmann B - A, in the unit.")
+    ci_low = FiniteFloatField(source="low", help_text="95% CI (inverted Brunner-Munzel).")
+    ci_high = FiniteFloatField(source="high")
+    p_value = FiniteFloatField(help_text="Brunner-Munzel permutation p.")
+    q_value = FiniteFloatField(help_text="Benjamini-Hochberg across the phases.")
+    flagged = serializers.BooleanField(help_text="q at most 0.05 and a CI excluding 0.")
+
+    def get_label(self, row: PhaseRow) -> str:
+        return PHASES.get(row.phase, (row.phase, ""))[0]
+
+    def get_unit(self, row: PhaseRow) -> str:
+        return PHASES.get(row.phase, ("", ""))[1]
+
+
+class ShareSerializer(serializers.Serializer[Share]):
+    part = serializers.CharField(help_text="gp_first_fqs_wait: the wait before the first scan.")
+    whole = serializers.CharField(help_text="gp_duration: the grace period.")
+    estimate = FiniteFloatField(help_text="The part's change over the whole's (1 = all of it).")
+    low = FiniteFloatField(help_text="95% percentile CI from resampling whole runs.")
+    high = FiniteFloatField()
+    resamples = serializers.IntegerField()
+
+
+class PerturbationSerializer(serializers.Serializer[Perturbation]):
+    side = serializers.CharField()
+    metric = serializers.CharField(help_text="The benchmark's primary metric.")
+    unit = serializers.CharField()
+    traced_p50 = FiniteFloatField(help_text="Median over traced ok runs of each run's p50.")
+    untraced_p50 = FiniteFloatField(help_text="The same over the verdict's untraced runs.")
+    traced_runs = serializers.IntegerField()
+    untraced_runs = serializers.IntegerField()
+    change = FiniteFloatField(help_text="traced / untraced - 1.")
+
+
+class TracedRunSerializer(serializers.Serializer[TracedRun]):
+    id = serializers.IntegerField()
+    side = serializers.CharField()
+    index = serializers.IntegerField()
+    state = serializers.CharField()
+    result = serializers.CharField(allow_blank=True)
+    error_code = serializers.CharField(allow_blank=True)
+    usable = serializers.BooleanField(help_text="Its trace gives phase values.")
+    why_not = serializers.CharField(allow_blank=True, help_text='Why not usable ("" if it is).')
+    paired_share = FiniteFloatField()
+    loss = FiniteFloatField(help_text="Events or grace periods lost; above 0.01: not usable.")
+    events = serializers.IntegerField(allow_null=True)
+    lost_events = serializers.IntegerField(allow_null=True)
+    grace_periods = serializers.IntegerField(allow_null=True, help_text="In rcuscale's window.")
+    url = serializers.SerializerMethodField(help_text="The run in the API.")
+    trace_url = serializers.SerializerMethodField(
+        help_text="Its RCU trace in ftrace's text form (null: the run has none)."
+    )
+
+    def get_url(self, r: TracedRun) -> str:
+        return public_url() + reverse("api:run-detail", args=[r.id])
+
+    def get_trace_url(self, r: TracedRun) -> str | None:
+        return public_url() + reverse("reports:run-trace", args=[r.id]) if r.traced else None
+
+
+class BenchmarkDiagnosisSerializer(serializers.Serializer[BenchmarkDiagnosis]):
+    benchmark = serializers.CharField()
+    finished = serializers.SerializerMethodField(help_text="Traced runs ended (any result).")
+    usable = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Per side (A, B): usable traced runs."
+    )
+    phases = PhaseSerializer(source="rows", many=True, help_text="A against B, per phase.")
+    share = ShareSerializer(
+        allow_null=True, help_text="The wait before the first FQS scan's share of the change "
+        "in median grace-period duration; null unless that change is flagged.",
+    )  # fmt: skip
+    fqs_scans = serializers.DictField(
+        child=serializers.DictField(child=serializers.IntegerField()),
+        help_text='Per side: FQS scans in a grace period -> grace periods ({"A": {"1": 800}}).',
+    )
+    medians = serializers.DictField(
+        child=serializers.DictField(child=FiniteFloatField()),
+        help_text="Per side: each phase's median over the usable runs (the stacked bars).",
+    )
+    perturbation = PerturbationSerializer(many=True)
+    runs = TracedRunSerializer(many=True)
+
+    def get_finished(self, b: BenchmarkDiagnosis) -> int:
+        return sum(r.state == "done" for r in b.runs)
+
+
+class DiagnosisSerializer(serializers.Serializer[Any]):
+    runs_per_side = serializers.IntegerField(help_text="Traced runs per side and benchmark.")
+    unfinished = serializers.IntegerField(help_text="Traced runs queued or running.")
+    running = serializers.BooleanField()
+    report_url = serializers.CharField(help_text="The report's Why? section.")
+    benchmarks = BenchmarkDiagnosisSerializer(many=True)
+
+
 class ComparisonSerializer(serializers.ModelSerializer[Comparison]):
     tree = serializers.CharField(source="revision_a.tree.name", read_only=True)
     base_ref = serializers.CharField(source="revision_a.ref", read_only=True)
@@ -184,14 +292,36 @@ class ComparisonSerializer(serializers.ModelSerializer[Comparison]):
 
 class ComparisonDetailSerializer(ComparisonSerializer):
     progress = serializers.SerializerMethodField()
+    diagnosis = serializers.SerializerMethodField(
+        help_text="What its traced diagnostic runs found (docs/tracing.md); they never enter "
+        "a verdict. Null when none were asked for."
+    )
 
     class Meta(ComparisonSerializer.Meta):
-        fields = [*ComparisonSerializer.Meta.fields, "progress"]
+        fields = [*ComparisonSerializer.Meta.fields, "progress", "diagnosis"]
         read_only_fields = fields
 
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, c: Comparison) -> dict[str, Any]:
         return dict(ProgressSerializer(progress(c)).data)
+
+    @extend_schema_field(DiagnosisSerializer(allow_null=True))
+    def get_diagnosis(self, c: Comparison) -> dict[str, Any] | None:
+        d = read_diagnosis(c)
+        if d is None:
+            return None
+        return dict(DiagnosisSerializer({
+            "runs_per_side": d.per_side, "unfinished": d.unfinished, "running": d.running,
+            "report_url": f"{report_url(c)}#diagnosis", "benchmarks": d.benchmarks,
+        }).data)  # fmt: skip
+
+
+class DiagnoseRequestSerializer(serializers.Serializer[Any]):
+    runs_per_side = serializers.IntegerField(
+        required=False, allow_null=True, default=None,
+        help_text="Traced runs per side of each traceable benchmark (default: the server's "
+        "RCUBENCH_DIAGNOSIS_RUNS, 8; at most its runs per side).",
+    )  # fmt: skip
 
 
 class ComparisonRequestSerializer(serializers.Serializer[Any]):
@@ -279,6 +409,10 @@ class RunSerializer(serializers.ModelSerializer[Run]):
     host_busy_share = FiniteFloatField()
     host_steal_share = FiniteFloatField()
     host_load_avg = FiniteFloatField()
+    traced = serializers.BooleanField(
+        read_only=True, help_text="A traced diagnostic run (after the verdict, RCU tracepoints "
+        "on): never data, never in a verdict or the reliability test.",
+    )  # fmt: skip
     console_url = serializers.SerializerMethodField()
 
     class Meta:
@@ -286,8 +420,8 @@ class RunSerializer(serializers.ModelSerializer[Run]):
         fields = ["id", "comparison", "benchmark", "side", "index", "order", "retry_of",
                   "state", "result", "error_code", "error_message", "host", "wall_seconds",
                   "ready_seconds", "host_busy_share", "host_steal_share", "host_load_avg",
-                  "contended", "pinned", "created_at", "started_at", "finished_at",
-                  "console_url"]  # fmt: skip
+                  "contended", "pinned", "traced", "created_at", "started_at",
+                  "finished_at", "console_url"]  # fmt: skip
         read_only_fields = fields
 
     def get_console_url(self, run: Run) -> str:

@@ -18,6 +18,7 @@ from webapp.accounts import tokens as tokens_service
 from webapp.analysis.models import MetricVerdict
 from webapp.bisections import services as bisection_services
 from webapp.bisections.models import Bisection
+from webapp.comparisons import orchestrator
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.comparisons.names import name_annotations
 from webapp.comparisons.reproducer import public_url
@@ -229,6 +230,17 @@ def submit(user: AbstractBaseUser, fields: dict[str, Any], mbox: bytes | None) -
             requested_by=f"api:{user.get_username()}", submitted_by=user.pk,
         )
     )  # fmt: skip
+
+
+DiagnosisRefused = orchestrator.DiagnosisRefused
+
+
+def diagnose(user: AnyUser, comparison_pk: int, per_side: int | None) -> int:
+    """Schedule the comparison's traced diagnostic runs for `user`, who may do so where they
+    may cancel it (access.can_cancel): 404 where they may not see it, PermissionDenied
+    where they may not, DiagnosisRefused (orchestrator.diagnose) where it cannot be traced.
+    Returns the runs added."""
+    return orchestrator.diagnose_for(user, comparison_pk, per_side, via="through the API")
 
 
 # --- runs, measurements, verdicts -----------------------------------------------------

@@ -35,6 +35,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(
         "v1/comparisons/<id:pk>/cancel/", views.ComparisonCancel.as_view(), name="comparison-cancel"
     ),
+    path(
+        "v1/comparisons/<id:pk>/diagnose/",
+        views.ComparisonDiagnose.as_view(),
+        name="comparison-diagnose",
+    ),
     path("v1/comparisons/<id:pk>/runs/", views.ComparisonRuns.as_view(), name="comparison-runs"),
     path(
         "v1/comparisons/<id:pk>/verdicts/",

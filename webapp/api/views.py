@@ -229,9 +229,38 @@ class ComparisonCancel(APIView):
         return Response(s.ComparisonDetailSerializer(c).data)
 
 
+@extend_schema(
+    tags=["comparisons"],
+    description="Trace both kernels: schedule traced diagnostic runs (RCU tracepoints on) "
+    "of each traceable benchmark of a comparison that ended ok, `runs_per_side` each "
+    "(default RCUBENCH_DIAGNOSIS_RUNS). They never enter a verdict; the comparison's "
+    "`diagnosis` says what they found (docs/tracing.md). Who may cancel it may (403 for "
+    "others who see it, 404 for those who do not; a token needs the submit scope). 202 with "
+    'the comparison, its traced runs queued; a refusal is a 400 {"detail": why} (not ended '
+    "ok, nothing traceable, already asked for, a count out of range).",
+    request=s.DiagnoseRequestSerializer,
+    responses={202: s.ComparisonDetailSerializer},
+)
+class ComparisonDiagnose(APIView):
+    permission_classes = [permissions.IsAuthenticated, TokenScopes]
+
+    def post(self, request: Request, pk: int) -> Response:
+        form = s.DiagnoseRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            services.diagnose(request.user, pk, form.validated_data["runs_per_side"])
+        except services.DiagnosisRefused as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        c = services.comparison(request.user, pk)
+        location = request.build_absolute_uri(reverse("api:comparison-detail", args=[c.pk]))
+        return Response(s.ComparisonDetailSerializer(c).data, status=status.HTTP_202_ACCEPTED,
+                        headers={"Location": location})  # fmt: skip
+
+
 @extend_schema(tags=["runs"])
 class ComparisonRuns(generics.ListAPIView[Run]):
-    """A comparison's runs, in run order (every attempt: failed ones are not data)."""
+    """A comparison's runs, in run order (every attempt: failed ones are not data, nor traced
+    diagnostic ones)."""
 
     serializer_class = s.RunSerializer
     filter_backends: list[Any] = []

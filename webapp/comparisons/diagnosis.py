@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks import registry
+from benchmarks.rcutrace.parser import text
 from stats.phases import PhaseRow, Share, compare, share
 from webapp.comparisons.models import Comparison, Measurement, Run
 from webapp.states import Result, State
@@ -171,6 +172,12 @@ def _traced_run(r: Run) -> TracedRun:
         paired_share=d.get("paired_share"), loss=d.get("loss"), events=d.get("events"),
         lost_events=d.get("lost_events"), grace_periods=d.get("window"), why_not=why,
     )  # fmt: skip
+
+
+def trace_text(dump: str) -> str:
+    """A traced run's dump (Run.trace_log) in ftrace's text form, for download: trace
+    viewers such as Perfetto open it (benchmarks.rcutrace.parser.text)."""
+    return text(dump)
 
 
 def _perturbation(c: Comparison, benchmark: str) -> tuple[Perturbation, ...]:

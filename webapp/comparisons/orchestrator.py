@@ -342,6 +342,23 @@ def diagnose(comparison_id: int, per_side: int | None = None, *, by: str = "") -
         return _schedule_diagnosis(c, traceable, per_side, by or "request")
 
 
+def diagnose_for(
+    user: AnyUser, pk: int, per_side: int | None = None, via: str = "on the web page"
+) -> int:
+    """Ask for the comparison's diagnostic runs for `user`, who may where they may cancel
+    it (access.can_cancel; the report's button and the API): 404 where they may not see
+    it, PermissionDenied where they see it but may not ask, DiagnosisRefused where it
+    cannot be traced. Returns the runs added."""
+    c = access.get_visible(
+        access.visible_comparisons(user, Comparison.objects.select_related("revision_a")),
+        pk=pk,
+    )
+    if not access.can_cancel(user, c):
+        raise PermissionDenied("only the submitter, the tree's admins and staff may ask for "
+                               "diagnostic runs of this comparison")  # fmt: skip
+    return diagnose(c.pk, per_side, by=f"{user.get_username()} {via}")
+
+
 def _diagnosed_by_policy(c: Comparison) -> list[str]:
     """The traceable benchmarks RCUBENCH_DIAGNOSE traces after this verdict (none for a
     bisection's step: it is a step, and its bisection's attribution is the diagnosis)."""

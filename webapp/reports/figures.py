@@ -401,3 +401,77 @@ def _effect_hover(e: Effect | None, unit: str) -> str:
         return "not measured"
     ci = "" if e.ci_low is None or e.ci_high is None else f" [{e.ci_low:+.4g}, {e.ci_high:+.4g}]"
     return f"{e.shift:+.4g} {unit}{ci}"
+
+
+# --- diagnosis (traced runs) ----------------------------------------------------------
+
+# The grace-period phases of the stacked bars: Okabe-Ito colours apart from the sides'.
+PHASE_COLORS = ("#009E73", "#E69F00", "#CC79A7")
+
+
+def phase_bars_figure(
+    title: str,
+    unit: str,
+    medians: Mapping[str, Mapping[str, float]],
+    phases: Sequence[tuple[str, str]],
+    *,
+    whole: str = "",
+) -> go.Figure:
+    """A grace period's phases stacked, one bar per side (`medians[side][phase]`: the
+    median over a side's traced runs of each run's median; `phases`: (key, label) in
+    stacking order). A median of sums is not the sum of the medians: `whole`'s median
+    (the grace period's), when given, is marked on each bar so that the gap shows. A side
+    with no values has no bar."""
+    fig = go.Figure()
+    sides = [s for s in SIDES if any(p in medians.get(s, {}) for p, _ in phases)]
+    for i, (key, label) in enumerate(phases):
+        xs = [medians[s].get(key, 0.0) for s in sides]
+        color = PHASE_COLORS[i % len(PHASE_COLORS)]
+        fig.add_trace(
+            go.Bar(
+                x=xs, y=sides, orientation="h", name=label, marker={"color": color},
+                hovertemplate=f"side %{{y}}: {label} %{{x:.4g}} {unit}<extra></extra>",
+            )
+        )  # fmt: skip
+    marked = [s for s in sides if whole in medians.get(s, {})]
+    if whole and marked:
+        fig.add_trace(
+            go.Scatter(
+                x=[medians[s][whole] for s in marked], y=marked, mode="markers",
+                name="whole grace period (median)",
+                marker={"symbol": "line-ns-open", "size": 26, "color": "#222",
+                        "line": {"width": 2}},
+                hovertemplate=f"side %{{y}}: grace period %{{x:.4g}} {unit}<extra></extra>",
+            )
+        )  # fmt: skip
+    _layout(fig, title, f"{unit} (medians over the side's usable traced runs)", "side")
+    fig.update_layout(barmode="stack", height=260)
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(SIDES)), showgrid=False)
+    return fig
+
+
+def scan_histogram_figure(title: str, counts: Mapping[str, Mapping[int, int]]) -> go.Figure:
+    """Grace periods by the number of FQS scans each needed, per side, as shares of the
+    side's grace periods (sides traced in different numbers of runs compare); the counts
+    are in the legend and the hover."""
+    fig = go.Figure()
+    scans = sorted({k for side in counts.values() for k in side})
+    for side in SIDES:
+        got = counts.get(side, {})
+        total = sum(got.values())
+        if not total:
+            continue
+        ns = [got.get(k, 0) for k in scans]
+        fig.add_trace(
+            go.Bar(
+                x=scans, y=[n / total for n in ns], customdata=ns,
+                name=f"{side}: {total} grace periods", marker={"color": COLORS[side]},
+                hovertemplate=(f"side {side}, %{{x}} scans: %{{customdata}} grace periods "
+                               "(%{y:.1%})<extra></extra>"),
+            )
+        )  # fmt: skip
+    _layout(fig, title, "FQS scans in the grace period", "share of the side's grace periods")
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(tickmode="array", tickvals=scans)
+    fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
+    return fig

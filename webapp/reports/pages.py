@@ -41,6 +41,7 @@ from webapp.comparisons.summary import (
 )
 from webapp.plotly import PLOTLY_VERSION
 from webapp.reports.bisection import ComparisonBisections, comparison_bisections
+from webapp.reports.diagnosis import DiagnosisPart, diagnosis_part
 from webapp.reports.listing import POLL_SECONDS, ListRow, comparison_list, list_rows
 from webapp.reports.sections import (
     FIGURES_CACHE,
@@ -59,8 +60,10 @@ log = logs.get(__name__)
 
 
 def runs_table(c: Comparison) -> list[Run]:
-    """Every run in schedule order, without its console log (fetched by its own view)."""
-    return list(c.runs.defer("console_log", "trace_log").order_by("order"))
+    """Every run of the verdict in schedule order, without its console log (fetched by its
+    own view). Traced diagnostic runs are not among them: they come after the verdict, when
+    this table is cached already, and are listed under "Why?" (reports/diagnosis.py)."""
+    return list(c.runs.filter(traced=False).defer("console_log", "trace_log").order_by("order"))
 
 
 # --- pages ----------------------------------------------------------------------------
@@ -180,12 +183,15 @@ def visible_report(user: AnyUser, pk: int) -> Comparison:
 # read. The key is the figures' (the comparison's identity and finish time) with
 # REPORT_VERSION: bump it whenever _report.html or what it shows changes.
 # 5: kernels named by branch, short sha and subject; the verdict sentence, primary rows
-# apart, undecided rows folded; 6: what each primary could have detected.
-REPORT_VERSION = 6
+# apart, undecided rows folded; 6: what each primary could have detected; 7: traced runs
+# left out of the runs table (they are under "Why?", outside the body).
+REPORT_VERSION = 7
 # What the page reads of a comparison before it knows whether its body is cached (and what
-# its bisection part reads: bisection.comparison_bisections).
+# its bisection and "Why?" parts read: bisection.comparison_bisections,
+# diagnosis.diagnosis_part).
 _PAGE_COLUMNS = ("id", "state", "result", "trigger", "created_at", "finished_at", "visibility",
-                 "revision_a__tree_id", "revision_b")  # fmt: skip
+                 "revision_a__tree_id", "revision_b", "benchmarks", "diagnosis_per_side",
+                 "submitted_by")  # fmt: skip
 
 
 def report_cache_key(c: Comparison) -> str | None:
@@ -204,6 +210,7 @@ class ComparisonPage:
     can_cancel: bool = False
     alerts: list[Alert] | None = None  # its mails, for the tree's admins and staff only
     bisections: ComparisonBisections | None = None  # Bisect buttons, its bisections
+    diagnosis: DiagnosisPart | None = None  # "Why?": its traced runs, or the button
 
 
 def comparison_page(user: AnyUser, pk: int) -> ComparisonPage:
@@ -220,12 +227,13 @@ def comparison_page(user: AnyUser, pk: int) -> ComparisonPage:
         ),
         pk=pk,
     )
-    # The mails and the Bisect buttons are not for every reader: outside the cached body.
+    # The mails and the Bisect buttons are not for every reader, and traced runs come after
+    # the verdict: outside the cached body.
     alerts = alerts_for_page(user, c)
     bisections = comparison_bisections(user, c)
     if c.state == ComparisonState.DONE:
         return ComparisonPage(id=c.pk, done=True, body=done_report_html(c), alerts=alerts,
-                              bisections=bisections)  # fmt: skip
+                              bisections=bisections, diagnosis=diagnosis_part(user, c))  # fmt: skip
     full = report_queryset().get(pk=c.pk)
     report = comparison_report(full)
     return ComparisonPage(
@@ -329,6 +337,7 @@ class RunPage:
     retried_by: int | None  # the run that replaced this one
     console: Console
     metrics: list[MetricRead]
+    trace_chars: int = 0  # a traced run's trace (downloaded by its own view)
 
     @property
     def queued_seconds(self) -> float | None:
@@ -355,6 +364,7 @@ def run_page(user: AnyUser, pk: int) -> RunPage:
             console_head=Left("console_log", CONSOLE_HEAD_CHARS),
             console_tail=Right("console_log", CONSOLE_TAIL_CHARS),
             console_chars=Length("console_log"),
+            trace_chars=Length("trace_log"),
         )
     )
     run = access.get_visible(access.visible_runs(user, qs), pk=pk)
@@ -369,7 +379,7 @@ def run_page(user: AnyUser, pk: int) -> RunPage:
     cut: Any = run  # with the console's annotations
     console = console_excerpt(cut.console_head, cut.console_tail, cut.console_chars,
                               CONSOLE_HEAD_CHARS, CONSOLE_TAIL_CHARS)  # fmt: skip
-    return RunPage(run, retried.pk if retried else None, console, metrics)
+    return RunPage(run, retried.pk if retried else None, console, metrics, cut.trace_chars)
 
 
 # --- tree and series pages --------------------------------------------------------------

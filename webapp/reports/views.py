@@ -20,7 +20,7 @@ from webapp.bisections.models import Bisection
 from webapp.comparisons import exports, orchestrator
 from webapp.comparisons.models import Run
 from webapp.reports import bisection as bisection_pages
-from webapp.reports import listing, pages
+from webapp.reports import diagnosis, listing, pages
 
 
 @require_GET
@@ -58,6 +58,22 @@ def comparison_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     may not cancel it (webapp.access), then back to the comparison page."""
     orchestrator.cancel_for(request.user, pk)
     return HttpResponseRedirect(reverse("reports:comparison", args=[pk]))
+
+
+@require_POST
+def comparison_diagnose(request: HttpRequest, pk: int) -> HttpResponse:
+    """The "Trace both kernels" button: schedule the comparison's traced diagnostic runs,
+    then back to its "Why?" section; a refusal goes there with the reason. 404 to those who
+    may not see it, 403 to those who may not cancel it (the same right)."""
+    back = reverse("reports:comparison", args=[pk]) + f"#{diagnosis.ANCHOR}"
+    try:
+        added = diagnosis.request_diagnosis(request.user, pk)
+    except orchestrator.DiagnosisRefused as exc:
+        messages.error(request, f"Not traced: {exc}")
+        return HttpResponseRedirect(back)
+    messages.success(request, f"{added} traced diagnostic runs queued; they never enter a "
+                              "verdict.")  # fmt: skip
+    return HttpResponseRedirect(back)
 
 
 # --- bisections ---------------------------------------------------------------------
@@ -147,6 +163,16 @@ def run_console(request: HttpRequest, pk: int) -> HttpResponse:
         access.visible_runs(request.user, Run.objects.only("pk", "console_log")), pk=pk
     )
     return HttpResponse(run.console_log, content_type="text/plain; charset=utf-8")
+
+
+@require_GET
+def run_trace(request: HttpRequest, pk: int) -> HttpResponse:
+    """A traced run's RCU trace in ftrace's text form, for trace viewers (Perfetto opens
+    it); 404 where the run is not visible or has no trace."""
+    response = HttpResponse(diagnosis.run_trace(request.user, pk),
+                            content_type="text/plain; charset=utf-8")  # fmt: skip
+    response["Content-Disposition"] = f'attachment; filename="rcubench-run{pk}-trace.txt"'
+    return response
 
 
 @require_GET

@@ -27,7 +27,8 @@ def _csv_rows(c):
 def test_csv_has_one_row_per_run_metric_and_sample(done_comparison):
     rows = _csv_rows(done_comparison)
     assert rows[0] == ["comparison_id", "benchmark", "metric", "unit", "side", "run_index",
-                       "run_order", "run_result", "run_traced", "sample_index", "value"]  # fmt: skip
+                       "run_order", "run_result", "run_traced", "sample_index",
+                       "value"]  # fmt: skip
     # 2 sides x 3 runs, each with WRITER_SAMPLES writer durations and one gps value.
     assert len(rows) - 1 == 2 * RUNS_PER_SIDE * (WRITER_SAMPLES + 1)
     # Run order 1 is B's slot 0 (ABBA): its writer durations, in sample order.
