@@ -1,8 +1,9 @@
 """Traced diagnostic runs, measured (issue 34): what tracing costs and what it shows.
 
-config   A/A of the kernel config: the default tree's benchmark kernel as the workers build
-         it today (A) against the same with the tracing Kconfig (B: benchmarks.rcutrace.
-         KCONFIG, no event enabled), --runs per side in ABBA order, untraced. Per benchmark:
+config   A/A of the kernel config: the default tree's benchmark kernel as the workers
+         built it before issue 34 (A) against the same with the tracing Kconfig, as they
+         build it now (B: benchmarks.rcutrace.KCONFIG, no event enabled), --runs per side
+         in ABBA order, untraced. Per benchmark:
          the primary's run-level Hodges-Lehmann shift with its 95% CI, the Brunner-Munzel
          p, and side A's noise floor (IQR / median of its run values).
 phases   traced runs (benchmarks.rcutrace.CMDLINE) of the tracing kernel (A) against the
@@ -53,7 +54,11 @@ def abba(n: int) -> list[str]:
 
 
 def build(arch: str, tracing: bool, mbox: Path | None = None) -> BuildOutcome:
-    fragments = (*kconfig_for(BENCHMARKS), *(rcutrace.KCONFIG if tracing else ()))
+    """The benchmark kernel as the workers build it (every build carries the tracing
+    Kconfig since issue 34), or, tracing=False, as they built it before: without it."""
+    fragments = kconfig_for(BENCHMARKS)
+    if not tracing:
+        fragments = tuple(line for line in fragments if line not in rcutrace.KCONFIG)
     req = request(arch, fragments)
     if mbox is not None:
         req = replace(req, mbox=mbox.read_bytes())

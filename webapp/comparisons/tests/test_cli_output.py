@@ -127,6 +127,16 @@ def test_the_verdict_table_fits_the_terminal(finished, columns, tmp_path):
     assert any(ln.startswith("    warning: inconclusive at 24+24 runs") for ln in lines)
 
 
+def test_a_diagnosis_follows_the_verdict_line_with_its_link(finished):
+    Comparison.objects.filter(pk=finished.pk).update(diagnosis_per_side=8)
+    done = _manage("compare", "--follow", str(finished.pk), COLUMNS="80")
+    assert done.returncode == 0, done.stderr
+    tail = " ".join(" ".join(done.stdout.splitlines()[-3:]).split())  # unwrapped
+    assert tail.endswith(f"why: 8 traced runs a side of both kernels follow (docs/tracing.md); "
+                         f"their grace-period phases: "
+                         f"http://127.0.0.1:8000/comparisons/{finished.pk}/#diagnosis")  # fmt: skip
+
+
 def test_json_is_the_summary_with_its_keys(finished):
     done = _manage("compare", "--follow", str(finished.pk), "--format", "json")
     assert done.returncode == 0, done.stderr

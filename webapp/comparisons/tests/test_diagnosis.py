@@ -21,6 +21,7 @@ from webapp.comparisons.orchestrator import DiagnosisRefused
 from webapp.comparisons.summary import run_counts
 from webapp.comparisons.tests.test_orchestrator import _finish_run, _running, _samples
 from webapp.states import State
+from webapp.trees.models import Build
 
 pytestmark = pytest.mark.django_db
 
@@ -151,8 +152,10 @@ def test_lost_traced_runs_are_sent_again_and_their_kernels_kept(
     orchestrator.diagnose(c.pk)
     Comparison.objects.exclude(pk=c.pk).delete()
     keys = {"a-key", "b-key"}
-    c.build_a.__class__.objects.filter(pk=c.build_a_id).update(artifact_key="a-key")
-    c.build_b.__class__.objects.filter(pk=c.build_b_id).update(artifact_key="b-key")
+    assert c.build_a_id is not None
+    assert c.build_b_id is not None
+    Build.objects.filter(pk=c.build_a_id).update(artifact_key="a-key")
+    Build.objects.filter(pk=c.build_b_id).update(artifact_key="b-key")
     assert orchestrator.artifacts_in_use() == keys  # done, but its traced runs boot them
     old = timezone.now() - timedelta(seconds=61)
     c.runs.filter(traced=True).update(dispatched_at=old)

@@ -271,8 +271,9 @@ def test_the_demo_regressions_traced_runs_say_why(celery_processes, env, x86_dem
     for run in traced:  # the dump is off the console, parsed, and whole
         assert "Dumping ftrace buffer:" in run.trace_log
         assert "Dumping ftrace buffer:" not in run.console_log
-        assert run.trace_summary["usable"], run.trace_summary
-        assert run.trace_summary["paired_share"] >= 0.99
+        parsed = run.trace_summary or {}
+        assert parsed["usable"], parsed
+        assert parsed["paired_share"] >= 0.99
     # The verdict's runs are the 2 a side it was decided on: no traced run entered it.
     primary = c.verdicts.get(metric="writer_duration", statistic="p50")
     assert (primary.n_a, primary.n_b) == (2, 2)

@@ -99,8 +99,8 @@ def test_a_comparison_on_a_lab_pool_runs_end_to_end_and_survives_a_host_dying_mi
              for line in proc.log_path.read_text().splitlines()
              if line.startswith("{") and '"labhost state"' in line]  # fmt: skip
     states = " ".join(line["state"] for line in lines if line["labhost"] == lab_host.name)
-    run = r"busy( recovering)? available"
-    assert re.fullmatch(f"{run}( {run})*", states), lines
+    one = r"busy( recovering)? available"
+    assert re.fullmatch(f"{one}( {one})*", states), lines
     assert states.count("busy") == len(runs), lines
     assert states.count("recovering") <= 1, lines
 
