@@ -10,6 +10,7 @@ too; each fault has a comparison of its own, of 2 runs a side (the floor of test
 """
 
 import io
+import json
 import os
 import signal
 import subprocess
@@ -289,8 +290,20 @@ def test_the_demo_regressions_traced_runs_say_why(celery_processes, env, x86_dem
     assert bench.share.estimate >= 0.8, bench.share
     assert sum(bench.fqs_scans["A"].values()) >= 5 * 100  # rcuscale's ~101 a run
     assert sum(bench.fqs_scans["B"].values()) >= 5 * 100
+    # The report's Why? section, and a trace as a viewer opens it.
+    html = Client().get(f"/comparisons/{c.pk}/").content.decode()
+    assert 'data-phase="gp_first_fqs_wait" data-flagged="true"' in html
+    assert f"{bench.benchmark}: grace periods by FQS scans" in html  # the histogram
+    trace = Client().get(f"/runs/{traced[0].pk}/trace.txt")
+    assert trace.status_code == 200
+    assert trace.content.startswith(b"# tracer: nop\n")
     # Operators' logs: the diagnosis's line, and each traced run's queued line says so.
-    assert '"event": "diagnosis scheduled"' in celery_processes.logs()
+    logged = [json.loads(line) for proc in celery_processes.procs
+              for line in proc.log_path.read_text().splitlines()
+              if line.startswith("{")]  # fmt: skip
+    scheduled = [line for line in logged if line["event"] == "diagnosis scheduled"]
+    assert [(x["comparison"], x["runs_per_side"], x["by"]) for x in scheduled] == [
+        (c.pk, 5, "policy")]  # fmt: skip
     for run in traced:
         queued = [line for line in state_lines([], celery_processes)
                   if line.get("run") == run.pk and line["state"] == "queued"]  # fmt: skip
