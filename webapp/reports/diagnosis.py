@@ -14,13 +14,12 @@ import math
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.core.cache import caches
 from django.db.models import Count, Max, Q
 from django.http import Http404
 from django.utils.safestring import SafeString
 
 from stats.phases import PhaseRow
-from webapp import access, logs
+from webapp import access
 from webapp.access import AnyUser
 from webapp.comparisons import orchestrator
 from webapp.comparisons.diagnosis import (
@@ -35,10 +34,8 @@ from webapp.comparisons.models import Comparison, ComparisonState, Run
 from webapp.comparisons.summary import num_text, p_text, spec_for
 from webapp.plotly import figure_html
 from webapp.reports import figures
-from webapp.reports.sections import FIGURES_CACHE, figures_cache_key
+from webapp.reports.sections import figures_cache_key, through_cache
 from webapp.states import Result, State
-
-log = logs.get(__name__)
 
 # Bump whenever what the section shows or how it is drawn changes (cached entries).
 DIAGNOSIS_VERSION = 1
@@ -171,20 +168,7 @@ def cached_section(c: Comparison) -> DiagnosisSection:
         return diagnosis_section(c)
     last = agg["last"].isoformat() if agg["last"] else "-"
     key = f"diagnosis:{DIAGNOSIS_VERSION}:{figures_key}:{c.diagnosis_per_side}:{agg['n']}:{last}"
-    cache = caches[FIGURES_CACHE]
-    try:
-        hit = cache.get(key)
-    except Exception:  # noqa: BLE001 - any cache failure: compute it instead
-        log.warning("report cache: cannot read %s", key, exc_info=True)
-        hit = None
-    if isinstance(hit, DiagnosisSection):
-        return hit
-    section = diagnosis_section(c)
-    try:
-        cache.set(key, section)
-    except Exception:  # noqa: BLE001 - the page is served all the same
-        log.warning("report cache: cannot write %s", key, exc_info=True)
-    return section
+    return through_cache(key, DiagnosisSection, lambda: diagnosis_section(c))
 
 
 def diagnosis_section(c: Comparison) -> DiagnosisSection:

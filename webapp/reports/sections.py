@@ -3,7 +3,9 @@
 done and then kept in the "reports" cache."""
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from django.core.cache import caches
 from django.db import connection
@@ -18,6 +20,8 @@ from webapp.comparisons.summary import spec_for
 from webapp.plotly import PLOTLY_VERSION, figure_html
 from webapp.reports import figures
 from webapp.reports.jiffy_figures import jiffy_figures
+
+T = TypeVar("T")
 
 log = logs.get(__name__)
 
@@ -168,17 +172,23 @@ def cached_figure_sections(c: Comparison) -> list[BenchmarkFigures]:
     key = figures_cache_key(c)
     if key is None:
         return figure_sections(c)
+    return through_cache(key, list, lambda: figure_sections(c))
+
+
+def through_cache(key: str, kind: type[T], compute: Callable[[], T]) -> T:
+    """What `compute` gives, kept under `key` in the figures cache; a hit must be a `kind`.
+    A cache that cannot be read or written costs the computing only (a warning in the log)."""
     cache = caches[FIGURES_CACHE]
     try:
         hit = cache.get(key)
-    except Exception:  # noqa: BLE001 - any cache failure: draw them instead
+    except Exception:  # noqa: BLE001 - any cache failure: compute it instead
         log.warning("report cache: cannot read %s", key, exc_info=True)
         hit = None
-    if isinstance(hit, list):
+    if isinstance(hit, kind):
         return hit
-    sections = figure_sections(c)
+    value = compute()
     try:
-        cache.set(key, sections)
+        cache.set(key, value)
     except Exception:  # noqa: BLE001 - the page is served all the same
         log.warning("report cache: cannot write %s", key, exc_info=True)
-    return sections
+    return value
