@@ -140,10 +140,8 @@ def test_a_new_operator_and_developer_in_their_first_hour(
     assert c.build_b is not None
     assert c.build_b.cached  # the session's demo kernel, found by key
     # The page reloads itself once the comparison is done: the report opens with its verdict.
-    WebDriverWait(browser, 60).until(
-        lambda d: "rcubench found a regression" in d.find_element(By.ID, "verdict-sentence").text,
-        "the page did not turn into the report",
-    )
+    _until_text(browser, "#verdict-sentence", "rcubench found a regression",
+                "the page did not turn into the report", 60)  # fmt: skip
     sentence = browser.find_element(By.ID, "verdict-sentence").text
     assert sentence.startswith("rcubench found a regression")
     browser.save_screenshot(str(tmp_path / "report-top.png"))  # kept by pytest for a look
@@ -163,11 +161,8 @@ def test_a_new_operator_and_developer_in_their_first_hour(
     browser.find_element(
         By.XPATH, "//button[normalize-space()='Unsubscribe ada@example.org']"
     ).click()
-    WebDriverWait(browser, 30).until(
-        lambda d: "ada@example.org gets no more rcubench alert mail"
-        in d.find_element(By.TAG_NAME, "body").text,
-        "the unsubscribe was not confirmed",
-    )
+    _until_text(browser, "body", "ada@example.org gets no more rcubench alert mail",
+                "the unsubscribe was not confirmed")  # fmt: skip
     assert services.opted_out("ada@example.org")
 
     # Her subscriptions page shows it, and she subscribes again there.
