@@ -237,25 +237,6 @@ def probe(host: LabHost) -> dict[str, object]:
     }  # fmt: skip
 
 
-# A host just back on its known-good kernel may drop a session soon after it took one:
-# Debian's if-up hook reloads sshd when an interface comes up, and the re-exec closes the
-# listening socket for a moment (CI, 2026-11-27: restore's checks passed, the run's
-# connect 0.1 s later read no banner). A run's first connection is tried again first.
-_CONNECT_TRIES = 3
-_CONNECT_PAUSE = 2.0
-
-
-def connect_settled(endpoint: Endpoint) -> paramiko.SSHClient:
-    """An ssh session on `endpoint`, tried _CONNECT_TRIES times _CONNECT_PAUSE s apart;
-    the last try's SSHError when none took."""
-    for _ in range(_CONNECT_TRIES - 1):
-        try:
-            return connect(endpoint, _SSH_TIMEOUT)
-        except SSHError:
-            time.sleep(_CONNECT_PAUSE)
-    return connect(endpoint, _SSH_TIMEOUT)
-
-
 def run_lab(
     host: LabHost,
     job: LabJob,
@@ -274,7 +255,7 @@ def run_lab(
     started = time.monotonic()
     try:
         console = expand(host.console_command, host)[0]
-        client = connect_settled(host.endpoint)
+        client = connect(host.endpoint, _SSH_TIMEOUT)
     except (ValueError, SSHError) as exc:  # a refused host field, or no ssh
         return LabRun(RunOutcome(INFRA, str(exc), "", 0.0, None), "not-started", phases)
     phases.connect = time.monotonic() - started

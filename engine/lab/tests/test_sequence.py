@@ -10,9 +10,7 @@ import subprocess
 
 import pytest
 
-from engine.lab import runner
 from engine.lab.runner import LabJob, restore, run_lab
-from engine.lab.ssh import SSHError, connect
 from engine.lab.tests.fakehost import FakeHost
 from engine.run.outcomes import BOOT_FAILED, INFRA, OK
 
@@ -58,39 +56,6 @@ def test_a_kernel_is_staged_on_tmpfs_deleted_after_its_load_and_boots_from_an_em
     # The console command's replay of an earlier run is dropped before kexec -e.
     assert "RESTRICTED-BYTES" not in lab.outcome.console
     assert "Linux version 6.12.0 (rcubench)" in lab.outcome.console
-
-
-def test_a_session_the_host_drops_at_first_is_tried_again_before_the_run_gives_up(
-    fake_host, job, monkeypatch
-):
-    # What a host just back from a reboot did in CI: its sshd, reloaded by an if-up hook,
-    # took no session for a moment after it had answered restore's checks.
-    tries: list[object] = []
-
-    def flaky(endpoint, timeout):
-        tries.append(endpoint)
-        if len(tries) == 1:
-            raise SSHError("cannot ssh to root@127.0.0.1: Error reading SSH protocol banner")
-        return connect(endpoint, timeout)
-
-    monkeypatch.setattr(runner, "connect", flaky)
-    monkeypatch.setattr(runner, "_CONNECT_PAUSE", 0.1)
-    lab = _run(fake_host, job)
-    assert (lab.outcome.outcome, lab.ending) == (OK, "restarted"), lab.outcome.reason
-    assert len(tries) == 2
-
-    def refused(endpoint, timeout):
-        tries.append(endpoint)
-        raise SSHError("cannot ssh to root@127.0.0.1: Connection refused")
-
-    # A host that takes none: the run is not started, an infra error, after every try.
-    tries.clear()
-    monkeypatch.setattr(runner, "connect", refused)
-    lab = _run(fake_host, job)
-    assert (lab.outcome.outcome, lab.ending) == (INFRA, "not-started")
-    assert "Connection refused" in lab.outcome.reason
-    assert len(tries) == 3
-    assert fake_host.kexec_calls() == [("load", ["initrd", "kernel"]), ("exec", [])]  # run 1
 
 
 def test_a_staging_directory_that_is_not_a_tmpfs_is_refused_before_anything_is_copied(
