@@ -46,7 +46,11 @@ def _kernel_running(c: Comparison, procs) -> Run:
         if run is None:
             return None
         log = console_dir(run.pk) / "console.log"
-        return run if log.exists() and b"rcu-scale" in log.read_bytes() else None
+        # Written since the run started: a run of an earlier session's database with the
+        # same id left its console there (CI, twice: the plug was pulled before kexec).
+        started = run.started_at.timestamp() if run.started_at else float("inf")
+        fresh = log.exists() and log.stat().st_mtime >= started
+        return run if fresh and b"rcu-scale" in log.read_bytes() else None
 
     return procs.wait_for(booted, 300)
 
