@@ -33,6 +33,7 @@ analysis-failed with the exception's text.
 import random
 from collections import Counter
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
@@ -40,7 +41,7 @@ from django.db import transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
-from benchmarks.registry import BENCHMARKS, get, kconfig_for
+from benchmarks.registry import BENCHMARKS, kconfig_for
 from stats.failures import BUDGET_MIN_ATTEMPTS, BUDGET_SHARE, budget_spent
 from stats.verdicts import IMPROVEMENT, REGRESSION, RELIABILITY, TooFewRuns
 from webapp import access, dispatch, logs
@@ -51,6 +52,9 @@ from webapp.comparisons.schedule import abba_slots, replacement_pairs
 from webapp.states import Result, State, finish_step, log_state
 from webapp.trees.models import Build
 from webapp.trees.services import request_build
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
 
 log = logs.get(__name__)
 ACTIVE = (
@@ -303,7 +307,7 @@ def cancel(comparison_id: int, reason: str = "cancelled") -> bool:
     with transaction.atomic():
         c = Comparison.objects.select_for_update().get(pk=comparison_id)
         if c.state == ComparisonState.DONE:
-            return _cancel_diagnosis(c, reason) > 0
+            return _cancel_runs(c, c.runs.filter(traced=True), reason[:2000], traced=True) > 0
         _finish(c, Result.INCOMPLETE, Comparison.Error.CANCELLED, reason)
     return True
 
@@ -334,7 +338,7 @@ def diagnose(comparison_id: int, per_side: int | None = None, *, by: str = "") -
         if c.diagnosis_per_side:
             raise DiagnosisRefused(f"comparison {c.pk} has its diagnostic runs already "
                                    f"({c.diagnosis_per_side} per side)")  # fmt: skip
-        traceable = [b for b in c.benchmarks if get(b).spec.traceable]
+        traceable = traceable_benchmarks(c)
         if not traceable:
             raise DiagnosisRefused(f"none of comparison {c.pk}'s benchmarks "
                                    f"({', '.join(c.benchmarks)}) can be traced: only "
@@ -359,13 +363,20 @@ def diagnose_for(
     return diagnose(c.pk, per_side, by=f"{user.get_username()} {via}")
 
 
+def traceable_benchmarks(c: Comparison) -> list[str]:
+    """The comparison's benchmarks that a diagnosis traces (rcuscale's: spec.traceable);
+    one no longer registered is not among them."""
+    return [b for b in c.benchmarks
+            if (found := BENCHMARKS.get(b)) is not None and found.spec.traceable]  # fmt: skip
+
+
 def _diagnosed_by_policy(c: Comparison) -> list[str]:
     """The traceable benchmarks RCUBENCH_DIAGNOSE traces after this verdict (none for a
     bisection's step: it is a step, and its bisection's attribution is the diagnosis)."""
     policy = settings.RCUBENCH_DIAGNOSE
     if policy == "never" or c.trigger == Comparison.Trigger.BISECTION:
         return []
-    traceable = [b for b in c.benchmarks if get(b).spec.traceable]
+    traceable = traceable_benchmarks(c)
     if policy == "all":
         return traceable
     changed = set(c.verdicts.filter(verdict__in=(REGRESSION, IMPROVEMENT))
@@ -385,13 +396,14 @@ def _schedule_diagnosis(c: Comparison, benchmarks: list[str], per_side: int, by:
     return len(slots)
 
 
-def _cancel_diagnosis(c: Comparison, reason: str) -> int:
-    unfinished = list(c.runs.filter(traced=True, state__in=[State.QUEUED, State.RUNNING]))
+def _cancel_runs(c: Comparison, runs: "QuerySet[Run]", message: str, **context: object) -> int:
+    """End the unfinished ones of `runs` as cancelled, with `message`; how many."""
+    unfinished = list(runs.filter(state__in=[State.QUEUED, State.RUNNING]))
     for run in unfinished:
         finish_step(
             run, unfinished=(State.QUEUED, State.RUNNING), result=Result.INCOMPLETE,
-            error_code=Run.Error.CANCELLED, error_message=reason[:2000],
-            context={"comparison": c.pk, "traced": True},
+            error_code=Run.Error.CANCELLED, error_message=message,
+            context={"comparison": c.pk, **context},
         )  # fmt: skip
     return len(unfinished)
 
@@ -501,14 +513,7 @@ def _depth(run: Run, by_pk: dict[int, Run]) -> int:
 
 def _finish(c: Comparison, result: str, error_code: str, message: str) -> None:
     # Runs not finished are not data any more (an ok end with some: a reliability stop).
-    unfinished = list(c.runs.filter(state__in=[State.QUEUED, State.RUNNING]))
-    for run in unfinished:
-        finish_step(
-            run, unfinished=(State.QUEUED, State.RUNNING), result=Result.INCOMPLETE,
-            error_code=Run.Error.CANCELLED,
-            error_message=f"comparison ended: {error_code or c.verdict}",
-            context={"comparison": c.pk},
-        )  # fmt: skip
+    _cancel_runs(c, c.runs.all(), f"comparison ended: {error_code or c.verdict}")
     finish_step(c, unfinished=ACTIVE, result=result, error_code=error_code, error_message=message)
     dispatch.send_notify(c.pk)  # alert mails, if its verdict asks for any (sent on commit)
 

@@ -31,7 +31,7 @@ from webapp.comparisons.diagnosis import (
 )
 from webapp.comparisons.diagnosis import diagnosis as read_diagnosis
 from webapp.comparisons.models import Comparison, ComparisonState, Run
-from webapp.comparisons.summary import num_text, p_text, spec_for
+from webapp.comparisons.summary import num_text, p_text
 from webapp.plotly import figure_html
 from webapp.reports import figures
 from webapp.reports.sections import figures_cache_key, through_cache
@@ -120,7 +120,7 @@ def traceable(c: Comparison) -> bool:
     """Whether a diagnosis can be asked of `c`: done ok, with a traceable benchmark."""
     if c.state != ComparisonState.DONE or c.result != Result.OK:
         return False
-    return any((spec := spec_for(b)) is not None and spec.traceable for b in c.benchmarks)
+    return bool(orchestrator.traceable_benchmarks(c))
 
 
 def diagnosis_part(user: AnyUser, c: Comparison) -> DiagnosisPart | None:
