@@ -110,7 +110,7 @@ def diagnosis(c: Comparison) -> Diagnosis | None:
     runs = list(
         c.runs.filter(traced=True)
         .only("pk", "benchmark", "side", "index", "state", "result", "error_code",
-              "trace_summary")
+              "trace_summary", "retry_of_id")
         .order_by("order")
     )  # fmt: skip
     unfinished = sum(r.state != State.DONE for r in runs)
@@ -123,7 +123,8 @@ def diagnosis(c: Comparison) -> Diagnosis | None:
 
 
 def _benchmark(c: Comparison, name: str, runs: list[Run]) -> BenchmarkDiagnosis:
-    traced = [_traced_run(r) for r in runs]
+    again = {r.retry_of_id: r.pk for r in runs if r.retry_of_id}
+    traced = [_traced_run(r, again.get(r.pk)) for r in runs]
     values: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
     scans: dict[str, Counter[int]] = {"A": Counter(), "B": Counter()}
     for run, facts in zip(runs, traced, strict=True):
@@ -152,11 +153,13 @@ def _has(values: dict[str, list[dict[str, float]]], phase: str) -> bool:
     return any(phase in v for vs in values.values() for v in vs)
 
 
-def _traced_run(r: Run) -> TracedRun:
+def _traced_run(r: Run, replaced_by: int | None = None) -> TracedRun:
     d: dict[str, Any] = r.trace_summary or {}
     ok = r.state == State.DONE and r.result == Result.OK
     if not ok:
         why = "not finished" if r.state != State.DONE else f"the run {r.result}: {r.error_code}"
+        if replaced_by is not None:
+            why += f", run again as run {replaced_by}"
     elif not d:
         why = "its console held no trace dump with RCU events"
     elif "error" in d:

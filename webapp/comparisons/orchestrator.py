@@ -20,8 +20,10 @@ failed as runs-failed.
 Diagnostic runs (docs/tracing.md) come after the verdict, which they never enter: traced
 runs of the traceable benchmarks (RCUBENCH_DIAGNOSE's policy, or asked for by `diagnose`),
 on the same kernels, ABBA-interleaved like the others. The comparison is done meanwhile;
-the kick re-sends their lost messages and a cancel ends them. A failed one is not
-replaced: the report says how many of each side are usable.
+the kick re-sends their lost messages and a cancel ends them. One the host failed
+(infra, lost) is run again, up to as many replacements per side as the diagnosis has
+runs per side; one the kernel failed is not: under tracing, that is the kernel's answer,
+and the report names it with how many of each side are usable.
 
 A look's analysis runs once: the task stamps analysis_started_at and counts its try; the
 periodic kick sends it again only if it never started (the broker lost it) or started longer
@@ -81,7 +83,9 @@ def advance(comparison_id: int) -> None:
             log.info("message re-sent", comparison=c.pk, task="analysis", why=why)
             _send_analysis(c)
         elif c.state == ComparisonState.DONE:
-            _resend_lost_runs(c, list(c.runs.filter(traced=True)))
+            traced = list(c.runs.filter(traced=True))
+            traced += _replace_host_failed_traced(c, traced)
+            _resend_lost_runs(c, traced)
 
 
 def _advance_builds(c: Comparison) -> None:
@@ -396,6 +400,31 @@ def _schedule_diagnosis(c: Comparison, benchmarks: list[str], per_side: int, by:
     return len(slots)
 
 
+# The host's failures of a traced run, which a replacement can mend; a cancel is not one.
+HOST_FAILED = (Run.Error.INFRA, Run.Error.LOST)
+
+
+def _replace_host_failed_traced(c: Comparison, traced: list[Run]) -> list[Run]:
+    """Run again, on the same side, each traced run the host failed, while the side's
+    replacements stay within the diagnosis's runs per side (a host that fails every time
+    must not loop). Returns the runs added."""
+    replaced = {r.retry_of_id for r in traced if r.retry_of_id}
+    spent = Counter((r.benchmark, r.side) for r in traced if r.retry_of_id)
+    added = []
+    for run in sorted(traced, key=lambda r: r.order):
+        if (run.result != Result.INCOMPLETE or run.error_code not in HOST_FAILED
+                or run.pk in replaced):  # fmt: skip
+            continue
+        if spent[run.benchmark, run.side] >= c.diagnosis_per_side:
+            continue
+        spent[run.benchmark, run.side] += 1
+        again = _add_run(c, run.benchmark, run.side, retry_of=run, traced=True)
+        log.info("run replaced", comparison=c.pk, run=run.pk, by=again.pk, traced=True,
+                 error=run.error_code)  # fmt: skip
+        added.append(again)
+    return added
+
+
 def _cancel_runs(c: Comparison, runs: "QuerySet[Run]", message: str, **context: object) -> int:
     """End the unfinished ones of `runs` as cancelled, with `message`; how many."""
     unfinished = list(runs.filter(state__in=[State.QUEUED, State.RUNNING]))
@@ -451,7 +480,14 @@ def on_build_done(build_id: int) -> None:
 def advance_unfinished() -> int:
     """Advance every unfinished comparison (periodic): recovers lost messages and
     replaces runs the reaper ended. Returns how many were looked at."""
-    diagnosing = Q(runs__traced=True, runs__state=State.QUEUED)
+    # A done comparison is looked at while a traced run waits, or one the host failed
+    # within the hour has no replacement yet (the run task's own advance replaces it; this
+    # is for the reaper's and a lost advance). Older ones were given their chance.
+    recent = timezone.now() - timedelta(hours=1)
+    diagnosing = Q(runs__traced=True, runs__state=State.QUEUED) | Q(
+        runs__traced=True, runs__result=Result.INCOMPLETE, runs__error_code__in=HOST_FAILED,
+        runs__finished_at__gte=recent, runs__retried_by__isnull=True,
+    )  # fmt: skip
     pks = list(Comparison.objects.filter(Q(state__in=ACTIVE) | diagnosing)
                .values_list("pk", flat=True).distinct())  # fmt: skip
     for pk in pks:

@@ -119,16 +119,57 @@ def test_a_requested_diagnosis_is_scheduled_once_and_refusals_name_the_reason(fe
     assert not boot.runs.filter(traced=True).exists()
 
 
-def test_failed_traced_runs_are_not_replaced_nor_counted_as_failures(few_runs):
+def test_traced_runs_the_kernel_failed_are_not_replaced_nor_counted_as_failures(few_runs):
     c = _verdict()
     orchestrator.diagnose(c.pk)
     before = failure_counts(c)
     for run in c.runs.filter(traced=True):
         _finish_run(run, "failed", "panic")
-    assert c.runs.filter(traced=True).count() == 4  # none replaced
+    assert c.runs.filter(traced=True).count() == 4  # the kernel's answer under tracing
     assert failure_counts(c) == before
     c.refresh_from_db()
     assert (c.state, c.result) == ("done", "ok")
+
+
+def test_traced_runs_the_host_failed_run_again_within_a_budget_per_side(
+    few_runs, django_capture_on_commit_callbacks
+):
+    c = _verdict()
+    orchestrator.diagnose(c.pk)
+    before = failure_counts(c)
+    first = c.runs.filter(traced=True, side="A").order_by("order").first()
+    assert first is not None
+    with django_capture_on_commit_callbacks() as sent:
+        _finish_run(first, "incomplete", "infra-error")
+    again = Run.objects.get(retry_of=first)
+    assert (again.traced, again.side, again.state) == (True, "A", "queued")
+    assert len(sent) == 1  # its message
+    orchestrator.advance(c.pk)  # a second advance does not replace it twice
+    assert Run.objects.filter(retry_of=first).count() == 1
+    # Side A may be run again twice (2 per side); a third host failure stays as it is.
+    _finish_run(again, "incomplete", "lost")
+    third = Run.objects.get(retry_of=again)
+    _finish_run(third, "incomplete", "infra-error")
+    assert not Run.objects.filter(retry_of=third).exists()
+    assert failure_counts(c) == before
+    c.refresh_from_db()
+    d = diagnosis(c)
+    assert d is not None
+    why = {r.id: r.why_not for r in d.benchmarks[0].runs}
+    assert why[first.pk] == f"the run incomplete: infra-error, run again as run {again.pk}"
+    assert why[third.pk] == "the run incomplete: infra-error"
+    assert d.benchmarks[0].runs[-1].id == third.pk
+
+
+def test_the_kick_replaces_a_traced_run_the_reaper_ended(few_runs):
+    c = _verdict()
+    orchestrator.diagnose(c.pk)
+    first = c.runs.filter(traced=True).order_by("order").first()
+    assert first is not None
+    ended = {"state": State.DONE, "result": "incomplete", "error_code": "lost"}
+    Run.objects.filter(pk=first.pk).update(**ended, finished_at=timezone.now())
+    assert orchestrator.advance_unfinished() == 1
+    assert Run.objects.filter(retry_of=first, traced=True).exists()
 
 
 def test_cancel_ends_a_done_comparisons_traced_runs_and_only_those(few_runs):
