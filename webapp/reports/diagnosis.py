@@ -34,6 +34,7 @@ from webapp.comparisons.models import Comparison, ComparisonState, Run
 from webapp.comparisons.summary import num_text, p_text
 from webapp.plotly import figure_html
 from webapp.reports import figures
+from webapp.reports.listing import POLL_SECONDS
 from webapp.reports.sections import figures_cache_key, through_cache
 from webapp.states import Result, State
 
@@ -102,6 +103,22 @@ class DiagnosisSection:
 
 
 @dataclass(frozen=True)
+class DiagnosisProgress:
+    """The section's status line, polled while traced runs go (the page reloads once
+    when they are done, to draw the whole section)."""
+
+    comparison_id: int
+    per_side: int
+    finished: int
+    total: int
+    poll_seconds: int = POLL_SECONDS
+
+    @property
+    def running(self) -> bool:
+        return self.finished < self.total
+
+
+@dataclass(frozen=True)
 class DiagnosisPart:
     """What the comparison page shows under "Why?": the section once traced runs were asked
     for; before, the button (`offer` runs per side) for who may ask; `can_stop`: the
@@ -111,6 +128,13 @@ class DiagnosisPart:
     section: DiagnosisSection | None
     offer: int = 0
     can_stop: bool = False
+
+    @property
+    def progress(self) -> DiagnosisProgress | None:
+        s = self.section
+        if s is None:
+            return None
+        return DiagnosisProgress(self.comparison_id, s.per_side, s.finished, s.total)
 
 
 # --- who may ask, and asking -------------------------------------------------------------
@@ -134,6 +158,18 @@ def diagnosis_part(user: AnyUser, c: Comparison) -> DiagnosisPart | None:
     if traceable(c) and access.can_cancel(user, c):
         return DiagnosisPart(c.pk, None, offer=settings.RCUBENCH_DIAGNOSIS_RUNS)
     return None
+
+
+def diagnosis_progress(user: AnyUser, pk: int) -> DiagnosisProgress:
+    """How many of a visible comparison's traced runs have ended (404 where it is not
+    visible); counts only, so a poll every few seconds costs one query."""
+    c = access.get_visible(
+        access.visible_comparisons(user, Comparison.objects.only("pk", "diagnosis_per_side")),
+        pk=pk,
+    )
+    agg = c.runs.filter(traced=True).aggregate(n=Count("pk"), done=Count("pk", filter=Q(
+        state=State.DONE)))  # fmt: skip
+    return DiagnosisProgress(c.pk, c.diagnosis_per_side, agg["done"], agg["n"])
 
 
 def request_diagnosis(user: AnyUser, pk: int) -> int:

@@ -13,6 +13,11 @@ urlpatterns = [
     path("comparisons/<int:pk>/cancel", views.comparison_cancel, name="comparison-cancel"),
     path("comparisons/<int:pk>/bisect", views.comparison_bisect, name="comparison-bisect"),
     path("comparisons/<int:pk>/diagnose", views.comparison_diagnose, name="comparison-diagnose"),
+    path(
+        "comparisons/<int:pk>/diagnosis/live",
+        views.comparison_diagnosis_live,
+        name="comparison-diagnosis-live",
+    ),
     path("bisections/", views.bisection_list, name="bisection-list"),
     path("bisections/<int:pk>/", views.bisection, name="bisection"),
     path("bisections/<int:pk>/live", views.bisection_live, name="bisection-live"),

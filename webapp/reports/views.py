@@ -52,6 +52,16 @@ def comparison_live(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "reports/_live.html", {"live": live, "oob": True})
 
 
+@require_GET
+def comparison_diagnosis_live(request: HttpRequest, pk: int) -> HttpResponse:
+    """The "Why?" section's status line, polled by htmx while traced runs go; once they
+    are done, the page reloads (once) to show the section with its figures."""
+    progress = diagnosis.diagnosis_progress(request.user, pk)
+    if not progress.running and request.headers.get("HX-Request") == "true":
+        return HttpResponseClientRefresh()
+    return render(request, "reports/_diagnosis_status.html", {"s": progress})
+
+
 @require_POST
 def comparison_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     """Cancel from the page: 404 to those who may not see it, 403 to those who see it but

@@ -233,6 +233,33 @@ def test_a_running_diagnosis_says_so_and_its_submitter_may_stop_it(client, diagn
     assert 'id="stop-diagnosis"' not in section
 
 
+def test_a_running_diagnosis_polls_its_status_line_and_reloads_the_page_when_done(
+    client, diagnosed
+):
+    c = diagnosed
+    waiting = list(c.runs.filter(traced=True, result="ok").values_list("pk", flat=True)[:2])
+    Run.objects.filter(pk__in=waiting).update(state="queued", result="", finished_at=None)
+    live = reverse("reports:comparison-diagnosis-live", args=[c.pk])
+    section = _section(_page(client, c))
+    assert f'hx-get="{live}"' in section
+    response = client.get(live, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    line = response.content.decode()
+    assert 'id="diagnosis-progress">10 of 12</span>' in line
+    assert f'hx-get="{live}"' in line  # polls on
+    Run.objects.filter(pk__in=waiting).update(state="done", result="ok", finished_at=timezone.now())
+    response = client.get(live, headers={"HX-Request": "true"})
+    assert response.headers["HX-Refresh"] == "true"  # the whole section, figures and all
+    assert f'hx-get="{live}"' not in _section(_page(client, c))
+    assert 'id="diagnosis-progress">12 of 12</span>' in client.get(live).content.decode()
+
+
+def test_the_status_line_of_a_comparison_they_may_not_see_is_404(client):
+    c = restricted_comparison(state="done", result="ok", diagnosis_per_side=1)
+    traced_run(c, "A", _digest("A", 0), state="queued")
+    assert_only_members_see(client, c, reverse("reports:comparison-diagnosis-live", args=[c.pk]))
+
+
 def test_a_finished_diagnosis_is_computed_once_until_a_traced_run_ends_again(
     client, diagnosed, monkeypatch
 ):
