@@ -10,9 +10,17 @@ floor  what the same work needs at the least, measured after it on the same mach
        libvirt, no database), one after another.
 A/A    RCUBENCH_DEMO_AA=1 scripts/demo.sh: the base against itself (its build is cached by
        then); it must not report a regression.
-Target (issue 6): demo / floor <= 1.3.
+Target (issue 6): demo / floor <= 1.3. These runs trace nothing (RCUBENCH_DIAGNOSE=never):
+a diagnosis of the demo would share the worker with the A/A demo.
 
-Run: .venv/bin/python perf/time_to_verdict.py [--boots 48]
+--diagnose K  instead: the demo only, with RCUBENCH_DIAGNOSE=changes and K traced runs a
+       side (docs/tracing.md), waited for to the last. It prints when the verdict was
+       stored against when the first traced run started (the verdict never waits), and
+       the time the diagnosis adds after the verdict as a share of the time to verdict
+       (cold, builds included) and of its run phase alone (kernels built to verdict, what
+       a warm build cache leaves). Target (issue 34): <= 25% of the time to verdict.
+
+Run: .venv/bin/python perf/time_to_verdict.py [--boots 48 | --diagnose 8]
 It uses its own Redis database (14) and its own PostgreSQL database (rcubench_ttv, made
 afresh and dropped at the end), so a `make up` worker never takes its tasks and the build
 cache of the main database cannot make the "cold" demo warm. Run it on an otherwise idle
@@ -24,6 +32,7 @@ import dataclasses
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -53,8 +62,8 @@ from engine.vm.domain import VMSpec
 from perf._kernels import DATA as MACHINE_DATA
 from perf._kernels import build_settings, initramfs, request
 from perf.vm_overhead import TOPOLOGY, bare_cmd
-from webapp.comparisons.models import Comparison
-from webapp.states import Result
+from webapp.comparisons.models import Comparison, Run
+from webapp.states import Result, State
 
 MBOX = ROOT / "demo" / "0001-rcu-fqs-one-more-jiffy-demo.mbox"
 
@@ -72,18 +81,25 @@ def fresh_data_dir(root: Path, name: str) -> Path:
     return data
 
 
+def worker_env(data: Path, diagnose: int = 0) -> dict[str, str]:
+    """The settings the worker and the demo's submission share."""
+    return {"RCUBENCH_DATA_DIR": str(data), "RCUBENCH_CCACHE_DIR": str(data / "ccache"),
+            "CELERY_BROKER_URL": BROKER, "RCUBENCH_BENCH_TARGETS": "qemu-x86_64",
+            "RCUBENCH_DIAGNOSE": "changes" if diagnose else "never",
+            "RCUBENCH_DIAGNOSIS_RUNS": str(diagnose or 8)}  # fmt: skip
+
+
 @dataclasses.dataclass
 class Demo:
     seconds: float
     verdict: str
     table: str
     parts: dict[str, float]
+    pk: int
 
 
 def demo(data: Path, aa: bool) -> Demo:
-    env = {**os.environ, "RCUBENCH_DATA_DIR": str(data),
-           "RCUBENCH_CCACHE_DIR": str(data / "ccache"), "CELERY_BROKER_URL": BROKER,
-           "RCUBENCH_BENCH_TARGETS": "qemu-x86_64",
+    env = {**os.environ, **worker_env(data),
            "RCUBENCH_DEMO_AA": "1" if aa else "0"}  # fmt: skip
     before = Comparison.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
     out = subprocess.run(["/bin/bash", "scripts/demo.sh"], cwd=ROOT, env=env, capture_output=True,
@@ -96,7 +112,78 @@ def demo(data: Path, aa: bool) -> Demo:
     start = next((i for i, line in enumerate(lines) if line.startswith("metric ")), len(lines))
     # Its report URL would point into rcubench_ttv, which is dropped at the end.
     table = re.sub(r"\s+report: \S+", "", "\n".join(lines[start:]))
-    return Demo((c.finished_at - c.created_at).total_seconds(), c.verdict, table, breakdown(c))
+    return Demo((c.finished_at - c.created_at).total_seconds(), c.verdict, table, breakdown(c),
+                c.pk)  # fmt: skip
+
+
+def diagnosis(pk: int, timeout: float = 3600) -> dict[str, float]:
+    """Wait for the demo's traced runs to end; where their time went against the verdict's."""
+    c = Comparison.objects.get(pk=pk)
+    assert c.finished_at is not None
+    deadline = time.monotonic() + timeout
+    while True:
+        traced = list(Run.objects.filter(comparison=c, traced=True))
+        if traced and all(r.state == State.DONE for r in traced):
+            break
+        c.refresh_from_db()
+        if time.monotonic() > deadline or (not traced and c.diagnosis_per_side == 0):
+            why = f"diagnosis_per_side {c.diagnosis_per_side}, verdict {c.verdict}"
+            sys.exit(f"comparison {pk}: {len(traced)} traced runs, not all ended ({why})")
+        time.sleep(5)
+    built = max(b.finished_at for b in (c.build_a, c.build_b) if b and b.finished_at)
+    first = min(r.started_at for r in traced if r.started_at)
+    last = max(r.finished_at for r in traced if r.finished_at)
+    untraced = [r.wall_seconds for r in c.runs.filter(traced=False, result=Result.OK)]
+    ok = [r for r in traced if r.result == Result.OK]
+    return {
+        "time to verdict": (c.finished_at - c.created_at).total_seconds(),
+        "run phase (kernels built to verdict)": (c.finished_at - built).total_seconds(),
+        "verdict stored to first traced run started": (first - c.finished_at).total_seconds(),
+        "verdict to last traced run ended": (last - c.finished_at).total_seconds(),
+        "traced runs (ok)": len(ok),
+        "traced runs (all)": len(traced),
+        "VM wall, traced (median)": statistics.median(r.wall_seconds or 0.0 for r in ok),
+        "VM wall, untraced (median)": statistics.median(w or 0.0 for w in untraced),
+    }
+
+
+def diagnose_main(k: int) -> None:
+    root = Path(tempfile.mkdtemp(prefix="rcubench-ttv-", dir="/var/tmp"))
+    worker = None
+    try:
+        data = fresh_data_dir(root, "demo")
+        worker = start_worker(root, data, k)
+        ab = demo(data, aa=False)
+        d = diagnosis(ab.pk)
+    finally:
+        if worker is not None:
+            worker.kill()
+        shutil.rmtree(root, ignore_errors=True)
+        reset_database(DB_NAME, create=False)
+    print(ab.table)
+    for what, value in d.items():
+        print(f"  {what:>45}: {value:8.1f}")
+    added = d["verdict to last traced run ended"]
+    ttv, phase = d["time to verdict"], d["run phase (kernels built to verdict)"]
+    print(f"verdict: {ab.verdict}; the verdict waited for no traced run: "
+          f"{'yes' if d['verdict stored to first traced run started'] >= 0 else 'NO'}")  # fmt: skip
+    print(f"{k} traced runs a side add {added:.0f} s after the verdict: {100 * added / ttv:.0f}% "
+          f"of the time to verdict (cold, {ttv:.0f} s; target <= 25%: "
+          f"{'PASS' if added <= 0.25 * ttv else 'FAIL'}), {100 * added / phase:.0f}% of its "
+          f"run phase ({phase:.0f} s)")  # fmt: skip
+
+
+def start_worker(root: Path, data: Path, diagnose: int = 0) -> subprocess.Popen[bytes]:
+    env = {**os.environ, **worker_env(data, diagnose)}
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True)
+    subprocess.run([sys.executable, "-m", "celery", "-A", "workers.celery_app", "purge", "-f"],
+                   cwd=ROOT, env=env, check=True, capture_output=True)  # fmt: skip
+    return subprocess.Popen(
+        # As scripts/service.sh starts it for `make demo`: one prefork child.
+        [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--umask",
+         "022", "--concurrency", "1", "--loglevel", "WARNING"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=(root / "worker.log").open("w"),
+    )  # fmt: skip
 
 
 def breakdown(c: Comparison) -> dict[str, float]:
@@ -141,23 +228,16 @@ def floor(data: Path, boots: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--boots", type=int, default=48)
+    parser.add_argument("--diagnose", type=int, default=0, metavar="K")
     args = parser.parse_args()
+    if args.diagnose:
+        diagnose_main(args.diagnose)
+        return
     root = Path(tempfile.mkdtemp(prefix="rcubench-ttv-", dir="/var/tmp"))
     worker = None
     try:
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True)
         demo_data = fresh_data_dir(root, "demo")
-        env = {**os.environ, "RCUBENCH_DATA_DIR": str(demo_data),
-               "RCUBENCH_CCACHE_DIR": str(demo_data / "ccache"), "CELERY_BROKER_URL": BROKER,
-               "RCUBENCH_BENCH_TARGETS": "qemu-x86_64"}  # fmt: skip
-        subprocess.run([sys.executable, "-m", "celery", "-A", "workers.celery_app", "purge", "-f"],
-                       cwd=ROOT, env=env, check=True, capture_output=True)  # fmt: skip
-        worker = subprocess.Popen(
-            # As scripts/service.sh starts it for `make demo`: one prefork child.
-            [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--umask",
-             "022", "--concurrency", "1", "--loglevel", "WARNING"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=(root / "worker.log").open("w"),
-        )  # fmt: skip
+        worker = start_worker(root, demo_data)
         ab = demo(demo_data, aa=False)
         aa = demo(demo_data, aa=True)
         worker.terminate()
