@@ -83,11 +83,6 @@ def start(
         if joined := _active(c, row, mode):
             log.info("bisection joined", bisection=joined.pk, comparison=c.pk)
             return joined, False
-        mde = row.details.get("smallest_detectable_shift")
-        why = rules.gate(effect, mde if isinstance(mde, float | int) else None,
-                         row.n_a, row.n_b, c.max_runs)  # fmt: skip
-        if why:
-            raise BisectionRefused(f"{row.benchmark} {row.metric} ({row.statistic}): {why}")
         kind, commits = _commits(c)
         if mode == Bisection.Mode.ATTRIBUTE:
             if kind != Bisection.Kind.SERIES:
@@ -145,24 +140,31 @@ def _row(
                 f"comparison #{c.pk} has no primary regression or "
                 f"improvement (its verdict: {c.verdict or 'none'})"
             )
+    e = row_effect(row)
+    if (why := refusal(c, row)) or e is None:  # refusal() names a missing effect
+        raise BisectionRefused(f"{row.benchmark} {row.metric} ({row.statistic}): {why}")
+    return row, e
+
+
+def refusal(c: Comparison, row: MetricVerdict) -> str:
+    """Why `row` of `c` is not bisected ("" if it may be): its verdict, an effect without
+    a CI, or noise a step could not resolve at the comparison's maximum runs (the gate).
+    The one rule: start() refuses by it, and the report's Bisect button says it instead
+    of offering a bisection that would be refused."""
     if row.verdict not in BISECTABLE:
-        raise BisectionRefused(
-            f"{row.benchmark} {row.metric} ({row.statistic}) is "
-            f"{row.verdict}: only a regression or improvement is bisected"
-        )
+        return f"it is {row.verdict}: only a regression or improvement is bisected"
     e = row_effect(row)
     if e is None or e.ci_low is None or e.ci_high is None:
-        raise BisectionRefused(
-            f"{row.benchmark} {row.metric} ({row.statistic}) has no CI: "
-            "its size is not estimated, a step cannot be placed"
-        )
-    return row, e
+        return "it has no CI: its size is not estimated, a step cannot be placed"
+    mde = (row.details or {}).get("smallest_detectable_shift")
+    return rules.gate(e, mde if isinstance(mde, float | int) else None, row.n_a, row.n_b,
+                      c.max_runs)  # fmt: skip
 
 
 def bisectable_rows(c: Comparison) -> list[MetricVerdict]:
     """The statistics a bisection of `c` may be asked for (what a page offers): its primary
-    regressions and improvements, once it ended ok, unless it is itself a step. start()
-    still decides (the gate, the commits)."""
+    regressions and improvements, once it ended ok, unless it is itself a step. refusal()
+    says which of them the gate turns away; start() still decides (the commits)."""
     if c.state != ComparisonState.DONE or c.result != Result.OK:
         return []
     if c.trigger == Comparison.Trigger.BISECTION:

@@ -176,6 +176,7 @@ class Offer:
     statistic: str
     verdict: str
     effect: str  # its shift and CI, as the bisection page shows them
+    refused: str = ""  # why it is not bisected (services.refusal), shown instead of the button
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,7 @@ def comparison_bisections(user: AnyUser, c: Comparison) -> ComparisonBisections 
     offers, series = [], False
     done_ok = c.state == ComparisonState.DONE and c.result == "ok"
     if done_ok and user.is_authenticated and access.can_submit(user, c.revision_a.tree):
-        offers = [_offer(row) for row in services.bisectable_rows(c)]
+        offers = [_offer(c, row) for row in services.bisectable_rows(c)]
         series = (
             bool(offers)
             and Revision.objects.filter(pk=c.revision_b_id, series__isnull=False).exists()
@@ -212,11 +213,12 @@ def comparison_bisections(user: AnyUser, c: Comparison) -> ComparisonBisections 
     return ComparisonBisections(c.pk, offers, series, bisections, step_of)
 
 
-def _offer(row: MetricVerdict) -> Offer:
+def _offer(c: Comparison, row: MetricVerdict) -> Offer:
     e = services.row_effect(row)
     unit = services.row_unit(row)
     shift = summary.effect_text(e.shift, e.ci_low, e.ci_high, unit) if e else "n/a"
-    return Offer(row.benchmark, row.metric, row.statistic, row.verdict, shift)
+    return Offer(row.benchmark, row.metric, row.statistic, row.verdict, shift,
+                 services.refusal(c, row))  # fmt: skip
 
 
 def posted_statistic(data: QueryDict) -> tuple[str, str, str] | None:

@@ -258,6 +258,19 @@ def test_no_bisect_button_where_there_is_nothing_to_bisect(client, people, shape
         assert 'class="bisect-form"' not in html
 
 
+def test_a_statistic_too_noisy_to_bisect_says_so_instead_of_a_button(client, people):
+    tree, submitter, _ = people
+    c = bisectable_comparison(tree)
+    row = c.verdicts.get()
+    row.details = {**row.details, "smallest_detectable_shift": 40.0}  # noise beyond +10%
+    row.save()
+    client.force_login(submitter)
+    html = _report(client, c)
+    assert 'class="bisect-form"' not in html  # start() would refuse it: the same rule
+    assert "not bisected: too noisy to bisect: at " in html
+    assert "more than the effect (10)" in html
+
+
 def test_posting_the_button_starts_a_bisection_and_shows_it(client, people):
     tree, submitter, _ = people
     c = bisectable_comparison(tree)
