@@ -14,11 +14,12 @@ Target (issue 6): demo / floor <= 1.3. These runs trace nothing (RCUBENCH_DIAGNO
 a diagnosis of the demo would share the worker with the A/A demo.
 
 --diagnose K  instead: the demo only, with RCUBENCH_DIAGNOSE=changes and K traced runs a
-       side (docs/tracing.md), waited for to the last. It prints when the verdict was
+       side (docs/tracing.md), waited for to the last; fresh artifacts, but the machine's
+       ccache (the builds are not what this measures). It prints when the verdict was
        stored against when the first traced run started (the verdict never waits), and
        the time the diagnosis adds after the verdict as a share of the time to verdict
-       (cold, builds included) and of its run phase alone (kernels built to verdict, what
-       a warm build cache leaves). Target (issue 34): <= 25% of the time to verdict.
+       (builds included) and of its run phase alone (kernels built to verdict, what a
+       build cache hit leaves). Target (issue 34): <= 25% of the time to verdict.
 
 Run: .venv/bin/python perf/time_to_verdict.py [--boots 48 | --diagnose 8]
 It uses its own Redis database (14) and its own PostgreSQL database (rcubench_ttv, made
@@ -68,14 +69,19 @@ from webapp.states import Result, State
 MBOX = ROOT / "demo" / "0001-rcu-fqs-one-more-jiffy-demo.mbox"
 
 
-def fresh_data_dir(root: Path, name: str) -> Path:
+def fresh_data_dir(root: Path, name: str, *, warm_ccache: bool = False) -> Path:
     """An empty data dir (no artifacts, no slots, empty ccache) sharing only what set-up
-    made: the guest's busybox and the imported kernel tree."""
+    made: the guest's busybox and the imported kernel tree; `warm_ccache`: the machine's
+    ccache too, as a service that has built before has it."""
     data = root / name
-    (data / "ccache").mkdir(parents=True)
-    for shared in ("guest", "trees"):
-        (data / shared).symlink_to(MACHINE_DATA / shared)
-    subprocess.run(["/usr/bin/chown", "-R", "rcubench-build", str(data / "ccache")], check=True)
+    data.mkdir(parents=True)
+    shared = ("guest", "trees", "ccache") if warm_ccache else ("guest", "trees")
+    for what in shared:
+        (data / what).symlink_to(MACHINE_DATA / what)
+    if not warm_ccache:
+        (data / "ccache").mkdir()
+        subprocess.run(["/usr/bin/chown", "-R", "rcubench-build", str(data / "ccache")],
+                       check=True)  # fmt: skip
     for d in (root, data):
         d.chmod(0o755)
     return data
@@ -151,7 +157,7 @@ def diagnose_main(k: int) -> None:
     root = Path(tempfile.mkdtemp(prefix="rcubench-ttv-", dir="/var/tmp"))
     worker = None
     try:
-        data = fresh_data_dir(root, "demo")
+        data = fresh_data_dir(root, "demo", warm_ccache=True)
         worker = start_worker(root, data, k)
         ab = demo(data, aa=False)
         d = diagnosis(ab.pk)
@@ -168,7 +174,7 @@ def diagnose_main(k: int) -> None:
     print(f"verdict: {ab.verdict}; the verdict waited for no traced run: "
           f"{'yes' if d['verdict stored to first traced run started'] >= 0 else 'NO'}")  # fmt: skip
     print(f"{k} traced runs a side add {added:.0f} s after the verdict: {100 * added / ttv:.0f}% "
-          f"of the time to verdict (cold, {ttv:.0f} s; target <= 25%: "
+          f"of the time to verdict ({ttv:.0f} s; target <= 25%: "
           f"{'PASS' if added <= 0.25 * ttv else 'FAIL'}), {100 * added / phase:.0f}% of its "
           f"run phase ({phase:.0f} s)")  # fmt: skip
 
