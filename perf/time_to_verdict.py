@@ -63,7 +63,8 @@ from engine.vm.domain import VMSpec
 from perf._kernels import DATA as MACHINE_DATA
 from perf._kernels import build_settings, initramfs, request
 from perf.vm_overhead import TOPOLOGY, bare_cmd
-from webapp.comparisons.models import Comparison, Run
+from webapp.comparisons.models import Comparison, Run, Target
+from webapp.comparisons.serving import served_by
 from webapp.states import Result, State
 
 MBOX = ROOT / "demo" / "0001-rcu-fqs-one-more-jiffy-demo.mbox"
@@ -112,7 +113,10 @@ def demo(data: Path, aa: bool) -> Demo:
                          text=True)  # fmt: skip
     c = Comparison.objects.filter(pk__gt=before).order_by("pk").last()
     if c is None or c.finished_at is None:
-        sys.exit(f"the demo did not finish:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+        sys.exit(
+            f"the demo did not finish (exit {out.returncode}):\n{out.stdout[-3000:]}\n"
+            f"{out.stderr[-3000:]}"
+        )
     # The verdict table and the line after it; the progress bars before it are noise here.
     lines = out.stdout.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith("metric ")), len(lines))
@@ -184,12 +188,21 @@ def start_worker(root: Path, data: Path, diagnose: int = 0) -> subprocess.Popen[
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True)
     subprocess.run([sys.executable, "-m", "celery", "-A", "workers.celery_app", "purge", "-f"],
                    cwd=ROOT, env=env, check=True, capture_output=True)  # fmt: skip
-    return subprocess.Popen(
+    worker = subprocess.Popen(
         # As scripts/service.sh starts it for `make demo`: one prefork child.
         [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--umask",
          "022", "--concurrency", "1", "--loglevel", "WARNING"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=(root / "worker.log").open("w"),
     )  # fmt: skip
+    # A submission to a target no worker serves is refused: wait for its first heartbeat.
+    target = Target.objects.get(name="qemu-x86_64")
+    deadline = time.monotonic() + 120
+    while not served_by(target):
+        if worker.poll() is not None or time.monotonic() > deadline:
+            worker.kill()
+            sys.exit(f"the worker never served {target.name}: see {root / 'worker.log'}")
+        time.sleep(1)
+    return worker
 
 
 def breakdown(c: Comparison) -> dict[str, float]:
