@@ -13,8 +13,9 @@ A/A    RCUBENCH_DEMO_AA=1 scripts/demo.sh: the base against itself (its build is
 Target (issue 6): demo / floor <= 1.3. These runs trace nothing (RCUBENCH_DIAGNOSE=never):
 a diagnosis of the demo would share the worker with the A/A demo.
 
---diagnose K  instead: the demo only, with RCUBENCH_DIAGNOSE=changes and K traced runs a
-       side (docs/tracing.md), waited for to the last; fresh artifacts, but the machine's
+--diagnose K  instead: the demo only, as a 24 + 24 comparison (--max-runs 24: one look),
+       with RCUBENCH_DIAGNOSE=changes and K traced runs a side (docs/tracing.md), waited
+       for to the last; fresh artifacts, but the machine's
        ccache (the builds are not what this measures). It prints when the verdict was
        stored against when the first traced run started (the verdict never waits), and
        the time the diagnosis adds after the verdict as a share of the time to verdict
@@ -105,12 +106,12 @@ class Demo:
     pk: int
 
 
-def demo(data: Path, aa: bool) -> Demo:
+def demo(data: Path, aa: bool, *args: str) -> Demo:
     env = {**os.environ, **worker_env(data),
            "RCUBENCH_DEMO_AA": "1" if aa else "0"}  # fmt: skip
     before = Comparison.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
-    out = subprocess.run(["/bin/bash", "scripts/demo.sh"], cwd=ROOT, env=env, capture_output=True,
-                         text=True)  # fmt: skip
+    out = subprocess.run(["/bin/bash", "scripts/demo.sh", *args], cwd=ROOT, env=env,
+                         capture_output=True, text=True)  # fmt: skip
     c = Comparison.objects.filter(pk__gt=before).order_by("pk").last()
     if c is None or c.finished_at is None:
         sys.exit(
@@ -163,7 +164,7 @@ def diagnose_main(k: int) -> None:
     try:
         data = fresh_data_dir(root, "demo", warm_ccache=True)
         worker = start_worker(root, data, k)
-        ab = demo(data, aa=False)
+        ab = demo(data, False, "--max-runs", "24")  # the issue's 24 + 24 comparison
         d = diagnosis(ab.pk)
     finally:
         if worker is not None:
