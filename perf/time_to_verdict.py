@@ -94,7 +94,7 @@ def worker_env(data: Path, diagnose: int = 0) -> dict[str, str]:
     return {"RCUBENCH_DATA_DIR": str(data), "RCUBENCH_CCACHE_DIR": str(data / "ccache"),
             "CELERY_BROKER_URL": BROKER, "RCUBENCH_BENCH_TARGETS": "qemu-x86_64",
             "RCUBENCH_DIAGNOSE": "changes" if diagnose else "never",
-            "RCUBENCH_DIAGNOSIS_RUNS": str(diagnose or 8)}  # fmt: skip
+            "RCUBENCH_DIAGNOSIS_RUNS": str(diagnose or 6)}  # fmt: skip
 
 
 @dataclasses.dataclass

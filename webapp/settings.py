@@ -324,7 +324,9 @@ RCUBENCH_DIAGNOSE = env.str("RCUBENCH_DIAGNOSE", default="changes")
 if RCUBENCH_DIAGNOSE not in ("changes", "all", "never"):
     raise ImproperlyConfigured(f"RCUBENCH_DIAGNOSE is {RCUBENCH_DIAGNOSE!r}: it must be "
                                "changes, all or never")  # fmt: skip
-RCUBENCH_DIAGNOSIS_RUNS = env.int("RCUBENCH_DIAGNOSIS_RUNS", default=8)
+# 6: the most that keeps what a diagnosis adds after a 24 + 24 comparison's verdict within
+# 25% of its time to verdict (perf/time_to_verdict.py --diagnose: 6 a side 23%, 8 a side 31%).
+RCUBENCH_DIAGNOSIS_RUNS = env.int("RCUBENCH_DIAGNOSIS_RUNS", default=6)
 # Bisection (webapp/bisections): the longest first-parent range it steps through (each
 # position may be a kernel build), and the most patches a per-patch attribution measures
 # (each is a comparison of its own).

@@ -320,7 +320,7 @@ class DiagnoseRequestSerializer(serializers.Serializer[Any]):
     runs_per_side = serializers.IntegerField(
         required=False, allow_null=True, default=None,
         help_text="Traced runs per side of each traceable benchmark (default: the server's "
-        "RCUBENCH_DIAGNOSIS_RUNS, 8; at most its runs per side).",
+        "RCUBENCH_DIAGNOSIS_RUNS, 6; at most its runs per side).",
     )  # fmt: skip
 
 
