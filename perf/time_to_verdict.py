@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,7 +142,7 @@ def diagnosis(pk: int, timeout: float = 3600) -> dict[str, float]:
             why = f"diagnosis_per_side {c.diagnosis_per_side}, verdict {c.verdict}"
             sys.exit(f"comparison {pk}: {len(traced)} traced runs, not all ended ({why})")
         time.sleep(5)
-    built = max(b.finished_at for b in (c.build_a, c.build_b) if b and b.finished_at)
+    built = built_at(c)
     first = min(r.started_at for r in traced if r.started_at)
     last = max(r.finished_at for r in traced if r.finished_at)
     untraced = [r.wall_seconds for r in c.runs.filter(traced=False, result=Result.OK)]
@@ -206,12 +207,17 @@ def start_worker(root: Path, data: Path, diagnose: int = 0) -> subprocess.Popen[
     return worker
 
 
+def built_at(c: Comparison) -> datetime:
+    """When the later of the comparison's two kernels was built."""
+    return max(b.finished_at for b in (c.build_a, c.build_b) if b and b.finished_at)
+
+
 def breakdown(c: Comparison) -> dict[str, float]:
     """Where the demo's time went, from what the pipeline stored: submission to both kernels
     built, the run phase, and the boots themselves within it (the rest of the run phase is
     orchestration: dispatch, domain set-up, ingestion, analysis)."""
     assert c.finished_at is not None
-    built = max(b.finished_at for b in (c.build_a, c.build_b) if b and b.finished_at)
+    built = built_at(c)
     runs = list(c.runs.all())
     ok = [r for r in runs if r.result == Result.OK]
     boots = sum(r.wall_seconds or 0.0 for r in runs)

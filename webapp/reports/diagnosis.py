@@ -12,6 +12,7 @@ keyed by the comparison's figures key and its traced runs (how many, the last to
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, Max, Q
@@ -167,9 +168,8 @@ def diagnosis_progress(user: AnyUser, pk: int) -> DiagnosisProgress:
         access.visible_comparisons(user, Comparison.objects.only("pk", "diagnosis_per_side")),
         pk=pk,
     )
-    agg = c.runs.filter(traced=True).aggregate(n=Count("pk"), done=Count("pk", filter=Q(
-        state=State.DONE)))  # fmt: skip
-    return DiagnosisProgress(c.pk, c.diagnosis_per_side, agg["done"], agg["n"])
+    agg = _traced_counts(c)
+    return DiagnosisProgress(c.pk, c.diagnosis_per_side, agg["n"] - agg["unfinished"], agg["n"])
 
 
 def request_diagnosis(user: AnyUser, pk: int) -> int:
@@ -195,16 +195,22 @@ def run_trace(user: AnyUser, pk: int) -> str:
 def cached_section(c: Comparison) -> DiagnosisSection:
     """diagnosis_section, from the cache once every traced run has ended (while some run,
     it is computed at each request). A cache that fails costs the computing only."""
-    agg = c.runs.filter(traced=True).aggregate(
-        n=Count("pk"), unfinished=Count("pk", filter=~Q(state=State.DONE)),
-        last=Max("finished_at"),
-    )  # fmt: skip
+    agg = _traced_counts(c)
     figures_key = figures_cache_key(c)
     if agg["unfinished"] or figures_key is None:
         return diagnosis_section(c)
     last = agg["last"].isoformat() if agg["last"] else "-"
     key = f"diagnosis:{DIAGNOSIS_VERSION}:{figures_key}:{c.diagnosis_per_side}:{agg['n']}:{last}"
     return through_cache(key, DiagnosisSection, lambda: diagnosis_section(c))
+
+
+def _traced_counts(c: Comparison) -> dict[str, Any]:
+    """The comparison's traced runs in one query: how many (n), how many not ended
+    (unfinished) and when the last one ended (last)."""
+    return c.runs.filter(traced=True).aggregate(
+        n=Count("pk"), unfinished=Count("pk", filter=~Q(state=State.DONE)),
+        last=Max("finished_at"),
+    )  # fmt: skip
 
 
 def diagnosis_section(c: Comparison) -> DiagnosisSection:
