@@ -1,14 +1,14 @@
 """One whole bisection through a real worker: a four-patch series on the default kernel
-whose third patch makes every grace period wait one jiffy more before its first
-force-quiescent-state scan (fixtures/planted-4.mbox). The original comparison, the step
-comparisons (their kernels built incrementally in the base's slot, the base from the
-session's cache) and the confirmation all boot for real, 5 runs a side, 10 or 15 where a
-look asks for more (a step whose CI holds the midpoint is extended once): the 24-run
-bisections are perf/bisection.py's. Under a busy host 5 v 5 was not enough: a step's CI
-spanned -11% to +18% against a +17% effect, so it waits for a quiet host first, as the
-shared comparison does. On a quiet host whose boots differ among themselves (STATS.md v3's
-boot-level effect), 10 v 10 was not always enough either: the fresh re-run's CI was
-[+0.3, +19.4] against half the effect at +8.4, hence a third look at 15."""
+whose third patch makes every grace period wait three jiffies more before its first
+force-quiescent-state scan (fixtures/planted-4.mbox, p50 about +50%). The original
+comparison, the step comparisons (their kernels built incrementally in the base's slot, the
+base from the session's cache) and the confirmation all boot for real, 5 runs a side, 10
+where a look asks for more: the 24-run bisections of planted-6's one jiffy (+16%) are
+perf/bisection.py's. The effect is that large so that 5 v 5 decides every step: at one jiffy
+a step's CI spanned -11% to +18% under a busy host, and on a quiet host whose boots differ
+among themselves (STATS.md v3's boot-level effect) 10 v 10 left the fresh re-run's CI at
+[+0.3, +19.4] against half the effect at +8.4, while each look at 15 a side cost minutes of
+a suite that must fit CI's 90."""
 
 import math
 import time
@@ -25,7 +25,7 @@ from webapp.trees.services import register_local_tree
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PLANTED_4 = (Path(__file__).with_name("fixtures") / "planted-4.mbox").read_bytes()
-RUNS, MAX_RUNS = 5, 15  # a side: 5 v 5 ranks reach p 0.008; looks at 10 and 15 if needed
+RUNS, MAX_RUNS = 5, 10  # a side: 5 v 5 ranks reach p 0.008; a look at 10 if needed
 P50 = ("sync-rcu-latency", "writer_duration", "p50")
 
 
