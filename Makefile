@@ -29,7 +29,7 @@ test: setup  ## the whole suite, as CI runs it: lint, types, import contracts, e
 # a reboot or a change to requirements/.
 check:  ## lint, types, import contracts and the tests that are not `system`: minutes
 	$(MAKE) --no-print-directory lint typecheck layers
-	$(VENV)/bin/pytest -m "not system" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not system" -n auto $(PYTEST_ARGS)
 
 lint:
 	$(VENV)/bin/ruff check .
@@ -41,8 +41,13 @@ typecheck:
 layers:
 	$(VENV)/bin/lint-imports
 
+# Every test, in two tiers: those that need at most the database on every core (pytest-xdist
+# gives each process its own test database), then the system tier one test at a time, as
+# its kernel builds and TCG guests take the machine's cores and share session fixtures; its
+# 30 longest items close the output, where CI shows it.
 pytest:
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not system" -n auto $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m system --durations=30 $(PYTEST_ARGS)
 
 .PHONY: golden
 golden:  ## rewrite the parser golden files (benchmarks/*/fixtures/*.expected.json, *.trace.json), then review the diff

@@ -131,10 +131,13 @@ def _recipe(target: str) -> list[str]:
 def test_make_check_runs_the_checks_and_the_tests_that_are_not_system():
     assert _recipe("check") == [
         "$(MAKE) --no-print-directory lint typecheck layers",
-        '$(VENV)/bin/pytest -m "not system" $(PYTEST_ARGS)',
+        '$(VENV)/bin/pytest -m "not system" -n auto $(PYTEST_ARGS)',
     ]
 
 
 def test_make_test_still_runs_every_test():
     assert _recipe("test") == ["$(MAKE) --no-print-directory lint typecheck layers pytest"]
-    assert _recipe("pytest") == ["$(VENV)/bin/pytest $(PYTEST_ARGS)"]
+    assert _recipe("pytest") == [
+        '$(VENV)/bin/pytest -m "not system" -n auto $(PYTEST_ARGS)',
+        "$(VENV)/bin/pytest -m system --durations=30 $(PYTEST_ARGS)",
+    ]
