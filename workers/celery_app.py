@@ -81,7 +81,7 @@ app.conf.beat_schedule = {
     # Console files of deleted runs (the delete removes them when it can reach them).
     "prune-console-dirs": {"task": PRUNE_CONSOLE_DIRS, "schedule": 3600.0},
     # Watched trees: polling, pushes due or waiting, change points of finished heads.
-    # Alerts whose task message was lost (webapp/alerts/services.py, resend_lost).
+    # Alerts whose task message was lost (webapp/alerts/delivery.py, resend_lost).
     "resend-lost-alerts": {"task": RESEND_LOST_ALERTS, "schedule": 300.0},
     "watch-tick": {"task": WATCH_TICK, "schedule": float(settings.RCUBENCH_WATCH_TICK_SECONDS)},
 }

@@ -8,7 +8,7 @@ an account that may see it), and everyone the comparison's alert goes to
 regression the series' authors and the pusher); an opted-out address gets a `skipped` row,
 as in the other mails. One Alert row per recipient, unique on (bisection, kind,
 recipient): a second call queues nothing new. Rendering and delivery are the other
-alerts' (services.render, services.deliver).
+alerts' (services.render, delivery.deliver).
 
 Threading: each mail's In-Reply-To is the Message-ID of the comparison's alert to that same
 address, read from its Alert row, and its References that alert's References followed by

@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.analysis.models import MetricVerdict
+from webapp.api import bisection_serializers as bs
 from webapp.api import serializers as s
 from webapp.api import services
 from webapp.api.auth import ManagedBySession, TokenAuthentication, TokenScopes
@@ -308,7 +309,7 @@ class BisectionList(generics.ListAPIView[Bisection]):
     """The bisections and attributions you may see (those of comparisons you see), newest
     first."""
 
-    serializer_class = s.BisectionSerializer
+    serializer_class = bs.BisectionSerializer
     filter_backends: list[Any] = []
 
     def get_queryset(self) -> QuerySet[Bisection]:
@@ -320,7 +321,7 @@ class BisectionDetail(generics.RetrieveAPIView[Bisection]):
     """One bisection with its commits (or patches), every step and an attribution's
     waterfall: what its page shows (404 if you may not see its comparison)."""
 
-    serializer_class = s.BisectionDetailSerializer
+    serializer_class = bs.BisectionDetailSerializer
 
     def get_object(self) -> Bisection:
         return services.bisection(self.request.user, self.kwargs["pk"])
@@ -333,21 +334,21 @@ class BisectionDetail(generics.RetrieveAPIView[Bisection]):
     "tree (a token: the submit scope). 201 with the new bisection; 200 with the one "
     "already running for the same comparison, statistic and mode (the request joined it); "
     'a refusal is a 400 {"detail": why} (nothing to bisect, too noisy, no commits...).',
-    request=s.BisectRequestSerializer,
-    responses={201: s.BisectionDetailSerializer, 200: s.BisectionDetailSerializer},
+    request=bs.BisectRequestSerializer,
+    responses={201: bs.BisectionDetailSerializer, 200: bs.BisectionDetailSerializer},
 )
 class ComparisonBisect(APIView):
     permission_classes = [permissions.IsAuthenticated, TokenScopes]
     throttle_scope = "submit"  # each step is a comparison
 
     def post(self, request: Request, pk: int) -> Response:
-        form = s.BisectRequestSerializer(data=request.data)
+        form = bs.BisectRequestSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:
             b, created = services.start_bisection(request.user, pk, form.validated_data)
         except services.BisectionRefused as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        body = s.BisectionDetailSerializer(services.bisection(request.user, b.pk)).data
+        body = bs.BisectionDetailSerializer(services.bisection(request.user, b.pk)).data
         if not created:
             return Response(body)
         location = request.build_absolute_uri(reverse("api:bisection-detail", args=[b.pk]))
@@ -358,7 +359,7 @@ class ComparisonBisect(APIView):
     tags=["bisections"],
     request=None,
     responses={
-        200: s.BisectionDetailSerializer,
+        200: bs.BisectionDetailSerializer,
         409: OpenApiResponse(description="The bisection had already ended."),
     },
 )
@@ -377,7 +378,7 @@ class BisectionCancel(APIView):
                 {"detail": f"bisection {b.pk} had already ended ({b.result})"},
                 status=status.HTTP_409_CONFLICT,
             )
-        return Response(s.BisectionDetailSerializer(b).data)
+        return Response(bs.BisectionDetailSerializer(b).data)
 
 
 # --- exports --------------------------------------------------------------------------

@@ -1,11 +1,11 @@
-"""Alert mail tasks (control queue): thin, the decisions and the delivery are in
-webapp.alerts.services."""
+"""Alert mail tasks (control queue): thin, the decisions are in webapp.alerts.services, the
+delivery in webapp.alerts.delivery."""
 
 from typing import Any
 
 from django.conf import settings
 
-from webapp.alerts import services
+from webapp.alerts import delivery, services
 from webapp.bisections import services as bisections
 from webapp.routing import NOTIFY_CHANGE_POINT, NOTIFY_COMPARISON, RESEND_LOST_ALERTS, SEND_ALERT
 from workers.celery_app import CONTROL_TIME_LIMIT, SOFT_MARGIN, app
@@ -37,18 +37,18 @@ def send_alert_task(self: Any, alert_id: int) -> str:
     as failed. The row's state, not this task, guarantees at most one mail: a duplicate or
     redelivered message finds it sent, or in `sending` and records it as unknown."""
     try:
-        return services.deliver(alert_id)
-    except services.TransientMailError as exc:
+        return delivery.deliver(alert_id)
+    except delivery.TransientMailError as exc:
         retries = self.request.retries
         if retries >= settings.RCUBENCH_MAIL_MAX_RETRIES:
-            services.give_up(alert_id, str(exc), retries + 1)
-            return services.State.FAILED
+            delivery.give_up(alert_id, str(exc), retries + 1)
+            return delivery.State.FAILED
         raise self.retry(
-            exc=exc, countdown=services.retry_countdown(retries),
+            exc=exc, countdown=delivery.retry_countdown(retries),
             max_retries=settings.RCUBENCH_MAIL_MAX_RETRIES,
         ) from exc  # fmt: skip
 
 
 @app.task(name=RESEND_LOST_ALERTS, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
 def resend_lost_alerts_task() -> int:
-    return services.resend_lost()
+    return delivery.resend_lost()

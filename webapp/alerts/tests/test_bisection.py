@@ -7,7 +7,7 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from tests.support.factories import ComparisonFactory, MembershipFactory, UserFactory
-from webapp.alerts import bisection, services
+from webapp.alerts import bisection, delivery, services
 from webapp.alerts.models import Alert, Subscription
 from webapp.alerts.tests.conftest import AUTHOR, COVER_ID, PATCH_IDS, make_comparison
 from webapp.bisections.models import Bisection, Step
@@ -133,8 +133,8 @@ def test_a_restricted_comparison_mails_no_outside_author(smtp):
     again = _by_recipient(bisection.notify_bisection(b.pk))
     assert sorted(again) == ["member@example.org", "paulmck@example.org"]
     TreeMembership.objects.filter(user=insider).delete()
-    assert services.deliver(again["paulmck@example.org"].pk) == "skipped"
-    assert services.deliver(again["member@example.org"].pk) == "sent"
+    assert delivery.deliver(again["paulmck@example.org"].pk) == "skipped"
+    assert delivery.deliver(again["member@example.org"].pk) == "sent"
     assert [r.rcpt_tos for r in smtp.received] == [["member@example.org"]]
 
 
@@ -142,11 +142,11 @@ def test_the_culprit_mail_arrives_in_the_thread_of_the_alert(smtp):
     """Through a real SMTP server: the regression mail, then the culprit's as its reply."""
     c = make_comparison(series=False)
     Subscription.objects.create(address=LIST)
-    assert [services.deliver(pk) for pk in services.notify_comparison(c.pk)] == ["sent"]
+    assert [delivery.deliver(pk) for pk in services.notify_comparison(c.pk)] == ["sent"]
     (alert_mail,) = smtp.to(LIST)
     b = _bisection(c)
     ids = bisection.notify_bisection(b.pk)
-    assert sorted(services.deliver(pk) for pk in ids) == ["sent", "sent"]
+    assert sorted(delivery.deliver(pk) for pk in ids) == ["sent", "sent"]
     culprit = smtp.to(LIST)[1].message
     parent = alert_mail.message["Message-ID"]
     assert culprit["In-Reply-To"] == parent

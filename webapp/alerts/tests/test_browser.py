@@ -12,7 +12,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.support.browser import log_in
 from tests.support.factories import PASSWORD, MembershipFactory, UserFactory
-from webapp.alerts import services
+from webapp.alerts import delivery, services
 from webapp.alerts.models import Alert, OptOut, Subscription
 from webapp.alerts.tests.conftest import make_comparison
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _mail_all(comparison_id: int) -> list[str]:
-    return [services.deliver(pk) for pk in services.notify_comparison(comparison_id)]
+    return [delivery.deliver(pk) for pk in services.notify_comparison(comparison_id)]
 
 
 def _text(driver, css: str) -> str:

@@ -9,7 +9,7 @@ from tests.support.factories import (
     UserFactory,
     watched_head,
 )
-from webapp.alerts import services
+from webapp.alerts import delivery, services
 from webapp.alerts.models import Alert, Subscription
 from webapp.trees.models import TreeMembership
 from webapp.watch import history
@@ -40,7 +40,7 @@ def test_change_points_go_to_those_who_asked(smtp):
     assert sorted(Alert.objects.filter(pk__in=ids).values_list("recipient", flat=True)) == [
         "all@example.org", "cp@example.org",
     ]  # fmt: skip
-    assert [services.deliver(pk) for pk in ids] == ["sent", "sent"]
+    assert [delivery.deliver(pk) for pk in ids] == ["sent", "sent"]
     msg = smtp.to("cp@example.org")[0].message
     assert msg["Subject"] == (
         f"[rcubench] rcu/rcu/next: sync-rcu-latency writer_duration +10.0% change point "
@@ -94,12 +94,12 @@ def test_a_change_point_found_over_restricted_runs_is_mailed_to_members_only(smt
     rows = history.record_change_points(tree, "rcu/dev")
     assert _mailed(rows) == ["paul@example.org"]
     [alert] = Alert.objects.all()
-    assert services.deliver(alert.pk) == "sent"
+    assert delivery.deliver(alert.pk) == "sent"
     assert "+20.7%" in smtp.to("paul@example.org")[0].message["Subject"]
     # Checked again just before sending: a member who left the tree meanwhile gets nothing.
     Alert.objects.filter(pk=alert.pk).update(state=Alert.State.QUEUED)
     TreeMembership.objects.filter(user=member).delete()
-    assert services.deliver(alert.pk) == "skipped"
+    assert delivery.deliver(alert.pk) == "skipped"
 
 
 def test_each_subscriber_gets_the_change_point_of_what_they_see_once(smtp):

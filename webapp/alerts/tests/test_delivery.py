@@ -11,7 +11,7 @@ from tests.support.factories import (
     MetricVerdictFactory,
     UserFactory,
 )
-from webapp.alerts import services
+from webapp.alerts import delivery, services
 from webapp.alerts.models import Alert, Subscription
 from webapp.alerts.tests.conftest import AUTHOR, COVER_ID, PATCH_IDS, make_comparison
 from webapp.comparisons.models import Comparison
@@ -30,7 +30,7 @@ LIST = "rcu@vger.example.org"
 
 
 def _deliver_all(ids: list[int]) -> list[str]:
-    return [services.deliver(pk) for pk in ids]
+    return [delivery.deliver(pk) for pk in ids]
 
 
 def test_a_series_regression_is_a_reply_in_the_series_thread(smtp):
@@ -145,13 +145,13 @@ def test_a_421_is_retried_and_the_mail_sent_once(smtp):
     c = make_comparison()
     smtp.replies.append(("RCPT", "421 4.3.2 Service not available, try again later"))
     (pk,) = services.notify_comparison(c.pk)
-    with pytest.raises(services.TransientMailError, match="421"):
-        services.deliver(pk)
+    with pytest.raises(delivery.TransientMailError, match="421"):
+        delivery.deliver(pk)
     alert = Alert.objects.get(pk=pk)
     assert (alert.state, alert.attempts) == ("queued", 1)
     assert "421 4.3.2" in alert.last_error
     assert smtp.received == []
-    assert services.deliver(pk) == "sent"
+    assert delivery.deliver(pk) == "sent"
     alert.refresh_from_db()
     assert (alert.state, alert.attempts, alert.last_error) == ("sent", 2, "")
     assert len(smtp.received) == 1
@@ -161,8 +161,8 @@ def test_a_refused_connection_is_transient(smtp, settings, closed_port):
     c = make_comparison()
     settings.EMAIL_PORT = closed_port
     (pk,) = services.notify_comparison(c.pk)
-    with pytest.raises(services.TransientMailError, match="connecting to"):
-        services.deliver(pk)
+    with pytest.raises(delivery.TransientMailError, match="connecting to"):
+        delivery.deliver(pk)
     assert Alert.objects.get(pk=pk).state == "queued"
 
 
@@ -200,16 +200,16 @@ class WorkerKilled(BaseException):
 def test_a_worker_killed_after_the_server_took_the_mail_does_not_send_it_again(smtp, monkeypatch):
     c = make_comparison()
     (pk,) = services.notify_comparison(c.pk)
-    record = services._record
+    record = delivery._record
 
     def die_before_recording_sent(pk: int, state: str, *args: object, **kw: object) -> bool:
         if state == "sent":
             raise WorkerKilled
         return record(pk, state, *args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(services, "_record", die_before_recording_sent)
+    monkeypatch.setattr(delivery, "_record", die_before_recording_sent)
     with pytest.raises(WorkerKilled):
-        services.deliver(pk)
+        delivery.deliver(pk)
     monkeypatch.undo()
     alert = Alert.objects.get(pk=pk)
     assert alert.state == "sending"
@@ -229,7 +229,7 @@ def test_cr_lf_in_the_series_subject_never_reaches_a_header(smtp):
     c.revision_b.series.message_id = f"{COVER_ID}\r\nX-Injected: yes"
     c.revision_b.series.save()
     (pk,) = services.notify_comparison(c.pk)
-    assert services.deliver(pk) == "sent"
+    assert delivery.deliver(pk) == "sent"
     (got,) = smtp.received
     assert got.rcpt_tos == ["dev@example.org"]
     msg = got.message
@@ -363,8 +363,8 @@ def test_a_queued_alert_whose_message_was_lost_is_sent_again(
     )
     assert fresh.pk  # created now: its task is on its way
     with django_capture_on_commit_callbacks() as sent_tasks:
-        assert services.resend_lost() == 2
+        assert delivery.resend_lost() == 2
     assert len(sent_tasks) == 2
-    assert services.deliver(never_tried.pk) == "sent"
-    assert services.deliver(lost_retry.pk) == "sent"
+    assert delivery.deliver(never_tried.pk) == "sent"
+    assert delivery.deliver(lost_retry.pk) == "sent"
     assert len(smtp.received) == 2

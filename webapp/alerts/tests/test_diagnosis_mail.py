@@ -4,14 +4,14 @@ it. Through the SMTP server on loopback, as the mails go out."""
 
 import pytest
 
-from webapp.alerts import services
+from webapp.alerts import delivery, services
 from webapp.alerts.tests.conftest import make_comparison
 
 pytestmark = pytest.mark.django_db
 
 
 def _body(smtp, c) -> str:
-    assert [services.deliver(pk) for pk in services.notify_comparison(c.pk)] == ["sent"]
+    assert [delivery.deliver(pk) for pk in services.notify_comparison(c.pk)] == ["sent"]
     (got,) = smtp.to("dev@example.org")
     return got.message.get_content()
 
