@@ -18,7 +18,7 @@ from webapp.accounts import tokens as tokens_service
 from webapp.analysis.models import MetricVerdict
 from webapp.bisections import services as bisection_services
 from webapp.bisections.models import Bisection
-from webapp.comparisons import orchestrator
+from webapp.comparisons import diagnostic_runs
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.comparisons.names import name_annotations
 from webapp.comparisons.reproducer import public_url
@@ -232,15 +232,15 @@ def submit(user: AbstractBaseUser, fields: dict[str, Any], mbox: bytes | None) -
     )  # fmt: skip
 
 
-DiagnosisRefused = orchestrator.DiagnosisRefused
+DiagnosisRefused = diagnostic_runs.DiagnosisRefused
 
 
 def diagnose(user: AnyUser, comparison_pk: int, per_side: int | None) -> int:
     """Schedule the comparison's traced diagnostic runs for `user`, who may do so where they
     may cancel it (access.can_cancel): 404 where they may not see it, PermissionDenied
-    where they may not, DiagnosisRefused (orchestrator.diagnose) where it cannot be traced.
+    where they may not, DiagnosisRefused (diagnostic_runs.diagnose) where it cannot be traced.
     Returns the runs added."""
-    return orchestrator.diagnose_for(user, comparison_pk, per_side, via="through the API")
+    return diagnostic_runs.diagnose_for(user, comparison_pk, per_side, via="through the API")
 
 
 # --- runs, measurements, verdicts -----------------------------------------------------

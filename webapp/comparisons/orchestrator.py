@@ -17,13 +17,13 @@ of a benchmark has spent its budget (stats.failures.budget_spent); then the comp
 ok as reliability-regression if B's kernel fails significantly more often than A's, else
 failed as runs-failed.
 
-Diagnostic runs (docs/tracing.md) come after the verdict, which they never enter: traced
-runs of the traceable benchmarks (RCUBENCH_DIAGNOSE's policy, or asked for by `diagnose`),
-on the same kernels, ABBA-interleaved like the others. The comparison is done meanwhile;
-the kick re-sends their lost messages and a cancel ends them. One the host failed
-(infra, lost) is run again, up to as many replacements per side as the diagnosis has
-runs per side; one the kernel failed is not: under tracing, that is the kernel's answer,
-and the report names it with how many of each side are usable.
+Diagnostic runs (docs/tracing.md; scheduled by diagnostic_runs.py) come after the verdict,
+which they never enter: traced runs of the traceable benchmarks (RCUBENCH_DIAGNOSE's
+policy, or asked for), on the same kernels, ABBA-interleaved like the others. The
+comparison is done meanwhile; the kick re-sends their lost messages and a cancel ends them.
+One the host failed (infra, lost) is run again, up to as many replacements per side as the
+diagnosis has runs per side; one the kernel failed is not: under tracing, that is the
+kernel's answer, and the report names it with how many of each side are usable.
 
 A look's analysis runs once: the task stamps analysis_started_at and counts its try; the
 periodic kick sends it again only if it never started (the broker lost it) or started longer
@@ -40,17 +40,24 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import F, Max, Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from benchmarks.registry import BENCHMARKS, kconfig_for
 from stats.failures import BUDGET_MIN_ATTEMPTS, BUDGET_SHARE, budget_spent
-from stats.verdicts import IMPROVEMENT, REGRESSION, RELIABILITY, TooFewRuns
+from stats.verdicts import RELIABILITY, TooFewRuns
 from webapp import access, dispatch, logs
 from webapp.access import AnyUser
 from webapp.analysis.services import analyse_comparison, analyse_failures, design_for
+from webapp.comparisons.diagnostic_runs import (
+    HOST_FAILED,
+    diagnosed_by_policy,
+    replace_host_failed_traced,
+    schedule_diagnosis,
+)
 from webapp.comparisons.models import Comparison, ComparisonState, Run
 from webapp.comparisons.schedule import abba_slots, replacement_pairs
+from webapp.comparisons.steps import add_run
 from webapp.states import Result, State, finish_step, log_state
 from webapp.trees.models import Build
 from webapp.trees.services import request_build
@@ -84,7 +91,7 @@ def advance(comparison_id: int) -> None:
             _send_analysis(c)
         elif c.state == ComparisonState.DONE:
             traced = list(c.runs.filter(traced=True))
-            traced += _replace_host_failed_traced(c, traced)
+            traced += replace_host_failed_traced(c, traced)
             _resend_lost_runs(c, traced)
 
 
@@ -182,7 +189,7 @@ def _replace_failed(
         partner = next((todo[i] for _, _, i in pair if i is not None), None)
         for bench, side, i in pair:
             retry_of = None if i is None else todo[i]
-            run = _add_run(c, bench, side, retry_of=retry_of,
+            run = add_run(c, bench, side, retry_of=retry_of,
                            pairs_with=None if retry_of else partner)  # fmt: skip
             if retry_of is not None:
                 log.info("run replaced", comparison=c.pk, run=retry_of.pk, by=run.pk,
@@ -271,8 +278,8 @@ def conclude_look(comparison_id: int) -> None:
             _schedule(c, more)
         else:
             _finish(c, Result.OK, "", "")
-            if benchmarks := _diagnosed_by_policy(c):
-                _schedule_diagnosis(c, benchmarks, settings.RCUBENCH_DIAGNOSIS_RUNS, "policy")
+            if benchmarks := diagnosed_by_policy(c):
+                schedule_diagnosis(c, benchmarks, settings.RCUBENCH_DIAGNOSIS_RUNS, "policy")
 
 
 def extend(comparison_id: int) -> int:
@@ -314,115 +321,6 @@ def cancel(comparison_id: int, reason: str = "cancelled") -> bool:
             return _cancel_runs(c, c.runs.filter(traced=True), reason[:2000], traced=True) > 0
         _finish(c, Result.INCOMPLETE, Comparison.Error.CANCELLED, reason)
     return True
-
-
-class DiagnosisRefused(ValueError):
-    """Diagnostic runs cannot be asked for: the message says why."""
-
-
-def diagnose(comparison_id: int, per_side: int | None = None, *, by: str = "") -> int:
-    """Schedule `per_side` (RCUBENCH_DIAGNOSIS_RUNS) traced diagnostic runs per side of
-    each traceable benchmark of a comparison that ended ok; asked for from the report or
-    the API (`by`: who, for the log line). Returns the runs added. DiagnosisRefused names
-    what stands in the way: not done, failed, no traceable benchmark, one already asked."""
-    per_side = settings.RCUBENCH_DIAGNOSIS_RUNS if per_side is None else per_side
-    most = settings.RCUBENCH_MAX_RUNS_PER_SIDE
-    if not 1 <= per_side <= most:
-        raise DiagnosisRefused(f"diagnostic runs per side must be 1 to {most}, not {per_side}")
-    with transaction.atomic():
-        c = (
-            Comparison.objects.select_for_update(of=("self",))
-            .select_related("target")
-            .get(pk=comparison_id)
-        )
-        if c.state != ComparisonState.DONE or c.result != Result.OK:
-            raise DiagnosisRefused(f"comparison {c.pk} has not ended ok ({c.state}"
-                                   f"{', ' + c.result if c.result else ''}): diagnostic runs "
-                                   "trace the kernels of a verdict")  # fmt: skip
-        if c.diagnosis_per_side:
-            raise DiagnosisRefused(f"comparison {c.pk} has its diagnostic runs already "
-                                   f"({c.diagnosis_per_side} per side)")  # fmt: skip
-        traceable = traceable_benchmarks(c)
-        if not traceable:
-            raise DiagnosisRefused(f"none of comparison {c.pk}'s benchmarks "
-                                   f"({', '.join(c.benchmarks)}) can be traced: only "
-                                   "rcuscale's dump its RCU trace")  # fmt: skip
-        return _schedule_diagnosis(c, traceable, per_side, by or "request")
-
-
-def diagnose_for(
-    user: AnyUser, pk: int, per_side: int | None = None, via: str = "on the web page"
-) -> int:
-    """Ask for the comparison's diagnostic runs for `user`, who may where they may cancel
-    it (access.can_cancel; the report's button and the API): 404 where they may not see
-    it, PermissionDenied where they see it but may not ask, DiagnosisRefused where it
-    cannot be traced. Returns the runs added."""
-    c = access.get_visible(
-        access.visible_comparisons(user, Comparison.objects.select_related("revision_a")),
-        pk=pk,
-    )
-    if not access.can_cancel(user, c):
-        raise PermissionDenied("only the submitter, the tree's admins and staff may ask for "
-                               "diagnostic runs of this comparison")  # fmt: skip
-    return diagnose(c.pk, per_side, by=f"{user.get_username()} {via}")
-
-
-def traceable_benchmarks(c: Comparison) -> list[str]:
-    """The comparison's benchmarks that a diagnosis traces (rcuscale's: spec.traceable);
-    one no longer registered is not among them."""
-    return [b for b in c.benchmarks
-            if (found := BENCHMARKS.get(b)) is not None and found.spec.traceable]  # fmt: skip
-
-
-def _diagnosed_by_policy(c: Comparison) -> list[str]:
-    """The traceable benchmarks RCUBENCH_DIAGNOSE traces after this verdict (none for a
-    bisection's step: it is a step, and its bisection's attribution is the diagnosis)."""
-    policy = settings.RCUBENCH_DIAGNOSE
-    if policy == "never" or c.trigger == Comparison.Trigger.BISECTION:
-        return []
-    traceable = traceable_benchmarks(c)
-    if policy == "all":
-        return traceable
-    changed = set(c.verdicts.filter(verdict__in=(REGRESSION, IMPROVEMENT))
-                  .values_list("benchmark", flat=True))  # fmt: skip
-    return [b for b in traceable if b in changed]
-
-
-def _schedule_diagnosis(c: Comparison, benchmarks: list[str], per_side: int, by: str) -> int:
-    rng = random.Random(f"{c.seed}:diagnosis")  # noqa: S311  (reproducible order)
-    slots = abba_slots(benchmarks, per_side, rng)
-    c.diagnosis_per_side = per_side
-    c.save(update_fields=["diagnosis_per_side"])
-    log.info("diagnosis scheduled", comparison=c.pk, benchmarks=benchmarks,
-             runs_per_side=per_side, by=by)  # fmt: skip
-    for bench, side in slots:
-        _add_run(c, bench, side, traced=True)
-    return len(slots)
-
-
-# The host's failures of a traced run, which a replacement can mend; a cancel is not one.
-HOST_FAILED = (Run.Error.INFRA, Run.Error.LOST)
-
-
-def _replace_host_failed_traced(c: Comparison, traced: list[Run]) -> list[Run]:
-    """Run again, on the same side, each traced run the host failed, while the side's
-    replacements stay within the diagnosis's runs per side (a host that fails every time
-    must not loop). Returns the runs added."""
-    replaced = {r.retry_of_id for r in traced if r.retry_of_id}
-    spent = Counter((r.benchmark, r.side) for r in traced if r.retry_of_id)
-    added = []
-    for run in sorted(traced, key=lambda r: r.order):
-        if (run.result != Result.INCOMPLETE or run.error_code not in HOST_FAILED
-                or run.pk in replaced):  # fmt: skip
-            continue
-        if spent[run.benchmark, run.side] >= c.diagnosis_per_side:
-            continue
-        spent[run.benchmark, run.side] += 1
-        again = _add_run(c, run.benchmark, run.side, retry_of=run, traced=True)
-        log.info("run replaced", comparison=c.pk, run=run.pk, by=again.pk, traced=True,
-                 error=run.error_code)  # fmt: skip
-        added.append(again)
-    return added
 
 
 def _cancel_runs(c: Comparison, runs: "QuerySet[Run]", message: str, **context: object) -> int:
@@ -503,7 +401,7 @@ def _schedule(c: Comparison, per_side: int) -> None:
     # Reproducible from the stored seed; a schedule, not a secret.
     rng = random.Random(f"{c.seed}:{c.scheduled_per_side}")  # noqa: S311
     for bench, side in abba_slots(c.benchmarks, per_side, rng):
-        _add_run(c, bench, side)
+        add_run(c, bench, side)
     c.scheduled_per_side += per_side
     _move(c, ComparisonState.RUNNING, ["scheduled_per_side"], runs_per_side=c.scheduled_per_side)
 
@@ -514,30 +412,6 @@ def _move(c: Comparison, state: str, also: list[str] | None = None, **fields: ob
     c.state = state
     c.save(update_fields=["state", *(also or [])])
     log_state(c, state, **fields)
-
-
-def _add_run(
-    c: Comparison, benchmark: str, side: str, retry_of: Run | None = None,
-    pairs_with: Run | None = None, traced: bool = False,
-) -> Run:  # fmt: skip
-    last = Run.objects.filter(comparison=c).aggregate(
-        order=Max("order"), index=Max("index", filter=Q(benchmark=benchmark, side=side))
-    )
-    run = Run.objects.create(
-        comparison=c, benchmark=benchmark, side=side, retry_of=retry_of,
-        index=0 if last["index"] is None else last["index"] + 1,
-        order=0 if last["order"] is None else last["order"] + 1,
-        dispatched_at=timezone.now(), traced=traced,
-    )  # fmt: skip
-    why: dict[str, object] = {"retry_of": retry_of.pk} if retry_of else {}
-    if traced:
-        why["traced"] = True
-    if pairs_with:  # an extra run beside another side's replacement
-        why["pairs_with_replacement_of"] = pairs_with.pk
-    log_state(run, run.state, comparison=c.pk, benchmark=benchmark, side=side, index=run.index,
-              order=run.order, **why)  # fmt: skip
-    dispatch.send_run(run.pk, c.target.queue, lab=c.target.is_lab)
-    return run
 
 
 def _depth(run: Run, by_pk: dict[int, Run]) -> int:

@@ -22,7 +22,7 @@ from django.utils.safestring import SafeString
 from stats.phases import PhaseRow
 from webapp import access
 from webapp.access import AnyUser
-from webapp.comparisons import orchestrator
+from webapp.comparisons import diagnostic_runs
 from webapp.comparisons.diagnosis import (
     STACKED,
     WHOLE,
@@ -145,7 +145,7 @@ def traceable(c: Comparison) -> bool:
     """Whether a diagnosis can be asked of `c`: done ok, with a traceable benchmark."""
     if c.state != ComparisonState.DONE or c.result != Result.OK:
         return False
-    return bool(orchestrator.traceable_benchmarks(c))
+    return bool(diagnostic_runs.traceable_benchmarks(c))
 
 
 def diagnosis_part(user: AnyUser, c: Comparison) -> DiagnosisPart | None:
@@ -175,9 +175,9 @@ def diagnosis_progress(user: AnyUser, pk: int) -> DiagnosisProgress:
 def request_diagnosis(user: AnyUser, pk: int) -> int:
     """Ask for the comparison's diagnostic runs for `user` (as cancelling it: its
     submitter, the tree's admins and staff): 404 where they may not see it,
-    PermissionDenied where they may not ask, orchestrator.DiagnosisRefused when it cannot
+    PermissionDenied where they may not ask, diagnostic_runs.DiagnosisRefused when it cannot
     be traced. Returns the runs added."""
-    return orchestrator.diagnose_for(user, pk)
+    return diagnostic_runs.diagnose_for(user, pk)
 
 
 def run_trace(user: AnyUser, pk: int) -> str:

@@ -17,7 +17,7 @@ from django_htmx.http import HttpResponseClientRefresh
 from webapp import access, plotly
 from webapp.bisections import services as bisection_services
 from webapp.bisections.models import Bisection
-from webapp.comparisons import exports, orchestrator
+from webapp.comparisons import diagnostic_runs, exports, orchestrator
 from webapp.comparisons.models import Run
 from webapp.reports import bisection as bisection_pages
 from webapp.reports import diagnosis, listing, pages
@@ -78,7 +78,7 @@ def comparison_diagnose(request: HttpRequest, pk: int) -> HttpResponse:
     back = reverse("reports:comparison", args=[pk]) + f"#{diagnosis.ANCHOR}"
     try:
         added = diagnosis.request_diagnosis(request.user, pk)
-    except orchestrator.DiagnosisRefused as exc:
+    except diagnostic_runs.DiagnosisRefused as exc:
         messages.error(request, f"Not traced: {exc}")
         return HttpResponseRedirect(back)
     messages.success(request, f"{added} traced diagnostic runs queued; they never enter a "

@@ -14,10 +14,10 @@ from django.utils import timezone
 
 from benchmarks.rcutrace import golden
 from webapp.analysis.services import counted_runs, failure_counts
-from webapp.comparisons import orchestrator
+from webapp.comparisons import diagnostic_runs, orchestrator
 from webapp.comparisons.diagnosis import diagnosis
+from webapp.comparisons.diagnostic_runs import DiagnosisRefused
 from webapp.comparisons.models import Comparison, Measurement, Run
-from webapp.comparisons.orchestrator import DiagnosisRefused
 from webapp.comparisons.summary import run_counts
 from webapp.comparisons.tests.test_orchestrator import _finish_run, _running, _samples
 from webapp.states import State
@@ -92,36 +92,36 @@ def test_policy_never_bisection_steps_and_untraceable_benchmarks_get_none(few_ru
     c = _verdict()
     assert c.diagnosis_per_side == 0
     settings.RCUBENCH_DIAGNOSE = "all"
-    assert orchestrator._diagnosed_by_policy(c) == ["sync-rcu-latency"]
+    assert diagnostic_runs.diagnosed_by_policy(c) == ["sync-rcu-latency"]
     Comparison.objects.filter(pk=c.pk).update(trigger=Comparison.Trigger.BISECTION)
     c.refresh_from_db()
-    assert orchestrator._diagnosed_by_policy(c) == []
-    assert orchestrator._diagnosed_by_policy(_untraceable(_verdict())) == []
+    assert diagnostic_runs.diagnosed_by_policy(c) == []
+    assert diagnostic_runs.diagnosed_by_policy(_untraceable(_verdict())) == []
 
 
 def test_a_requested_diagnosis_is_scheduled_once_and_refusals_name_the_reason(few_runs):
     c = _verdict()
     assert c.diagnosis_per_side == 0  # the suite's policy: never
     with pytest.raises(DiagnosisRefused, match="diagnostic runs per side must be 1 to 400"):
-        orchestrator.diagnose(c.pk, 0)
-    assert orchestrator.diagnose(c.pk, 3, by="alice") == 6
+        diagnostic_runs.diagnose(c.pk, 0)
+    assert diagnostic_runs.diagnose(c.pk, 3, by="alice") == 6
     c.refresh_from_db()
     assert c.diagnosis_per_side == 3
     with pytest.raises(DiagnosisRefused, match=f"comparison {c.pk} has its diagnostic runs "
                        r"already \(3 per side\)"):  # fmt: skip
-        orchestrator.diagnose(c.pk)
+        diagnostic_runs.diagnose(c.pk)
     running = _running()
     with pytest.raises(DiagnosisRefused, match=r"has not ended ok \(running\)"):
-        orchestrator.diagnose(running.pk)
+        diagnostic_runs.diagnose(running.pk)
     boot = _untraceable(_verdict())
     with pytest.raises(DiagnosisRefused, match=r"benchmarks \(boot-time\) can be traced"):
-        orchestrator.diagnose(boot.pk)
+        diagnostic_runs.diagnose(boot.pk)
     assert not boot.runs.filter(traced=True).exists()
 
 
 def test_traced_runs_the_kernel_failed_are_not_replaced_nor_counted_as_failures(few_runs):
     c = _verdict()
-    orchestrator.diagnose(c.pk)
+    diagnostic_runs.diagnose(c.pk)
     before = failure_counts(c)
     for run in c.runs.filter(traced=True):
         _finish_run(run, "failed", "panic")
@@ -135,7 +135,7 @@ def test_traced_runs_the_host_failed_run_again_within_a_budget_per_side(
     few_runs, django_capture_on_commit_callbacks
 ):
     c = _verdict()
-    orchestrator.diagnose(c.pk)
+    diagnostic_runs.diagnose(c.pk)
     before = failure_counts(c)
     first = c.runs.filter(traced=True, side="A").order_by("order").first()
     assert first is not None
@@ -163,7 +163,7 @@ def test_traced_runs_the_host_failed_run_again_within_a_budget_per_side(
 
 def test_the_kick_replaces_a_traced_run_the_reaper_ended(few_runs):
     c = _verdict()
-    orchestrator.diagnose(c.pk)
+    diagnostic_runs.diagnose(c.pk)
     first = c.runs.filter(traced=True).order_by("order").first()
     assert first is not None
     ended = {"state": State.DONE, "result": "incomplete", "error_code": "lost"}
@@ -174,7 +174,7 @@ def test_the_kick_replaces_a_traced_run_the_reaper_ended(few_runs):
 
 def test_cancel_ends_a_done_comparisons_traced_runs_and_only_those(few_runs):
     c = _verdict()
-    orchestrator.diagnose(c.pk)
+    diagnostic_runs.diagnose(c.pk)
     first = c.runs.filter(traced=True).order_by("order").first()
     assert first is not None
     _finish_run(first)
@@ -190,7 +190,7 @@ def test_lost_traced_runs_are_sent_again_and_their_kernels_kept(
     few_runs, django_capture_on_commit_callbacks
 ):
     c = _verdict()
-    orchestrator.diagnose(c.pk)
+    diagnostic_runs.diagnose(c.pk)
     Comparison.objects.exclude(pk=c.pk).delete()
     keys = {"a-key", "b-key"}
     assert c.build_a_id is not None
@@ -269,7 +269,7 @@ def test_the_read_model_compares_the_phases_of_real_traces(few_runs):
 def test_no_diagnosis_reads_as_none_and_a_running_one_says_so(few_runs):
     c = _verdict()
     assert diagnosis(c) is None
-    orchestrator.diagnose(c.pk)
+    diagnostic_runs.diagnose(c.pk)
     c.refresh_from_db()
     d = diagnosis(c)
     assert d is not None
