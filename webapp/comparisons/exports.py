@@ -10,8 +10,9 @@ from datetime import datetime
 from typing import Any, cast
 
 from webapp.comparisons.models import Comparison, Measurement
+from webapp.comparisons.reliability import reliability_rows
 from webapp.comparisons.reproducer import reproducer
-from webapp.comparisons.summary import header, reliability_rows, report_url, verdict_rows
+from webapp.comparisons.summary import header, report_url, verdict_rows
 
 SAMPLE_COLUMNS = ("comparison_id", "benchmark", "metric", "unit", "side", "run_index",
                   "run_order", "run_result", "run_traced", "sample_index", "value")  # fmt: skip

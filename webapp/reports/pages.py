@@ -22,19 +22,18 @@ from webapp.bisections.models import Bisection
 from webapp.comparisons.detectable import detectable_lines
 from webapp.comparisons.models import Comparison, ComparisonState, Measurement, Run
 from webapp.comparisons.progress import Progress, progress
+from webapp.comparisons.reliability import ReliabilityRow, reliability_rows
 from webapp.comparisons.reproducer import reproducer
 from webapp.comparisons.sentence import verdict_sentence
 from webapp.comparisons.summary import (
     Header,
     KernelFacts,
-    ReliabilityRow,
     SideRuns,
     VerdictRow,
     header,
     kernels,
     num_text,
     p_method_legend,
-    reliability_rows,
     run_counts,
     spec_for,
     verdict_rows,
