@@ -2,13 +2,17 @@
 whose third patch makes every grace period wait three jiffies more before its first
 force-quiescent-state scan (fixtures/planted-4.mbox, p50 about +50%). The original
 comparison, the step comparisons (their kernels built incrementally in the base's slot, the
-base from the session's cache) and the confirmation all boot for real, 5 runs a side, 10
-where a look asks for more: the 24-run bisections of planted-6's one jiffy (+16%) are
-perf/bisection.py's. The effect is that large so that 5 v 5 decides every step: at one jiffy
-a step's CI spanned -11% to +18% under a busy host, and on a quiet host whose boots differ
+base from the session's cache) and the confirmation all boot for real, 5 runs a side in one
+look: the 24-run bisections of planted-6's one jiffy (+16%) are perf/bisection.py's.
+
+The effect is that large so that one look at 5 v 5 decides every step (its ranks reach p
+0.008, and the CIs measured at 10 v 10 were [+49.3, +52.3] for a step like B and
+[-1.08, +0.42] for one like A, either far from the midpoint at +24.8). At one jiffy a
+step's CI spanned -11% to +18% under a busy host, and on a quiet host whose boots differ
 among themselves (STATS.md v3's boot-level effect) 10 v 10 left the fresh re-run's CI at
-[+0.3, +19.4] against half the effect at +8.4, while each look at 15 a side cost minutes of
-a suite that must fit CI's 90."""
+[+0.3, +19.4] against half the effect at +8.4. A maximum of 10 a side would not help
+either: the sequential design's first look at 5 of 10 spends too little alpha to decide,
+so every comparison ran to 10 (870 s for the test in a cold CI run, against CI's 90 min)."""
 
 import math
 import time
@@ -25,7 +29,7 @@ from webapp.trees.services import register_local_tree
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PLANTED_4 = (Path(__file__).with_name("fixtures") / "planted-4.mbox").read_bytes()
-RUNS, MAX_RUNS = 5, 10  # a side: 5 v 5 ranks reach p 0.008; a look at 10 if needed
+RUNS = MAX_RUNS = 5  # a side, one look: 5 v 5 ranks reach p 0.008
 P50 = ("sync-rcu-latency", "writer_duration", "p50")
 
 
