@@ -12,7 +12,9 @@ step's CI spanned -11% to +18% under a busy host, and on a quiet host whose boot
 among themselves (STATS.md v3's boot-level effect) 10 v 10 left the fresh re-run's CI at
 [+0.3, +19.4] against half the effect at +8.4. A maximum of 10 a side would not help
 either: the sequential design's first look at 5 of 10 spends too little alpha to decide,
-so every comparison ran to 10 (870 s for the test in a cold CI run, against CI's 90 min)."""
+so every comparison ran to 10: 854 s for the test in a cold run of the suite, against
+539 s with one look (alone, the session's kernel from a warm ccache; CIs [-0.43, +1.45]
+and [+38.5, +51.8] against the midpoint at +25.1)."""
 
 import math
 import time
