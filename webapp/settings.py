@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "webapp.webhooks",
     "webapp.lab",
     "webapp.bisections",
+    "webapp.regressions",
 ]
 
 MIDDLEWARE = [
@@ -327,6 +328,11 @@ if RCUBENCH_DIAGNOSE not in ("changes", "all", "never"):
 # 6: the most that keeps what a diagnosis adds after a 24 + 24 comparison's verdict within
 # 25% of its time to verdict (perf/time_to_verdict.py --diagnose: 6 a side 23%, 8 a side 31%).
 RCUBENCH_DIAGNOSIS_RUNS = env.int("RCUBENCH_DIAGNOSIS_RUNS", default=6)
+# Regressions (webapp/regressions/rules.py): fixed once this many newest tested heads of the
+# branch are back within the threshold of the baseline; inactive after this many tested heads
+# that did not report it again.
+RCUBENCH_REGRESSION_FIXED_HEADS = env.int("RCUBENCH_REGRESSION_FIXED_HEADS", default=2)
+RCUBENCH_REGRESSION_INACTIVE_PUSHES = env.int("RCUBENCH_REGRESSION_INACTIVE_PUSHES", default=10)
 # Bisection (webapp/bisections): the longest first-parent range it steps through (each
 # position may be a kernel build), and the most patches a per-patch attribution measures
 # (each is a comparison of its own).
@@ -479,6 +485,7 @@ SPECTACULAR_SETTINGS = {
         "BisectionTriggerEnum": "webapp.bisections.models.Bisection.Trigger",
         "BisectionKindEnum": "webapp.bisections.models.Bisection.Kind",
         "BisectionStateEnum": "webapp.bisections.models.BisectionState",
+        "RegressionStateEnum": "webapp.regressions.models.RegressionState",
         "BisectionErrorCodeEnum": "webapp.bisections.models.Bisection.Error",
         "StepKindEnum": "webapp.bisections.models.Step.Kind",
     },

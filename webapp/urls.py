@@ -12,6 +12,7 @@ urlpatterns = [
     path("accounts/", include("webapp.accounts.urls")),
     path("", include("webapp.alerts.urls")),  # /accounts/subscriptions/, /alerts/unsubscribe/
     path("", include("webapp.watch.urls")),  # before api/: its catch-all 404s the rest
+    path("", include("webapp.regressions.urls")),  # /regressions/<pk>/, /trees/<name>/regressions/
     path("api/", include("webapp.api.urls")),
     path("hooks/", include("webapp.webhooks.urls")),
     path("trees/", include("webapp.webhooks.page_urls")),

@@ -4,7 +4,7 @@ from django.urls import URLPattern, URLResolver, path, re_path, register_convert
 from drf_spectacular.views import SpectacularAPIView
 
 import webapp.converters  # noqa: F401 - registers <tree:...>
-from webapp.api import views
+from webapp.api import regressions, views
 
 app_name = "api"
 
@@ -56,6 +56,13 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("v1/bisections/", views.BisectionList.as_view(), name="bisection-list"),
     path("v1/bisections/<id:pk>/", views.BisectionDetail.as_view(), name="bisection-detail"),
     path("v1/bisections/<id:pk>/cancel/", views.BisectionCancel.as_view(), name="bisection-cancel"),
+    path("v1/regressions/", regressions.RegressionList.as_view(), name="regression-list"),
+    path(
+        "v1/regressions/<id:pk>/", regressions.RegressionDetail.as_view(), name="regression-detail"
+    ),
+    path(
+        "v1/regressions/<id:pk>/move/", regressions.RegressionMove.as_view(), name="regression-move"
+    ),
     path("v1/runs/<id:pk>/", views.RunDetail.as_view(), name="run-detail"),
     path("v1/runs/<id:pk>/measurements/", views.RunMeasurements.as_view(), name="run-measurements"),
     path("v1/tokens/", views.TokenList.as_view(), name="token-list"),

@@ -39,6 +39,7 @@ from webapp.comparisons.summary import (
     verdict_rows,
 )
 from webapp.plotly import PLOTLY_VERSION
+from webapp.regressions.models import Regression
 from webapp.reports.bisection import ComparisonBisections, comparison_bisections
 from webapp.reports.diagnosis import DiagnosisPart, diagnosis_part
 from webapp.reports.listing import POLL_SECONDS, ListRow, comparison_list, list_rows
@@ -200,6 +201,12 @@ def report_cache_key(c: Comparison) -> str | None:
 
 
 @dataclass(frozen=True)
+class ReportedRegression:
+    pk: int
+    state: str
+
+
+@dataclass(frozen=True)
 class ComparisonPage:
     id: int
     done: bool
@@ -210,6 +217,7 @@ class ComparisonPage:
     alerts: list[Alert] | None = None  # its mails, for the tree's admins and staff only
     bisections: ComparisonBisections | None = None  # Bisect buttons, its bisections
     diagnosis: DiagnosisPart | None = None  # "Why?": its traced runs, or the button
+    regression: ReportedRegression | None = None  # the regression it reported, its state now
 
 
 def comparison_page(user: AnyUser, pk: int) -> ComparisonPage:
@@ -217,12 +225,17 @@ def comparison_page(user: AnyUser, pk: int) -> ComparisonPage:
     the first request; for one still going, what its template renders (fresh each time).
     404 where the user may not see it."""
     has_bisections = Exists(Bisection.objects.filter(comparison=OuterRef("pk")))
+    reported = Regression.objects.filter(comparison=OuterRef("pk"))
     c = access.get_visible(
         access.visible_comparisons(
             user,
             Comparison.objects.select_related("revision_a")
             .only(*_PAGE_COLUMNS)
-            .annotate(bisected=has_bisections),
+            .annotate(
+                bisected=has_bisections,
+                reported_pk=Subquery(reported.values("pk")[:1]),
+                reported_state=Subquery(reported.values("state")[:1]),
+            ),
         ),
         pk=pk,
     )
@@ -231,8 +244,13 @@ def comparison_page(user: AnyUser, pk: int) -> ComparisonPage:
     alerts = alerts_for_page(user, c)
     bisections = comparison_bisections(user, c)
     if c.state == ComparisonState.DONE:
+        # Its regression's state changes after the report is cached: beside the body.
+        reported_pk: int | None = getattr(c, "reported_pk", None)
+        regression = (ReportedRegression(reported_pk, getattr(c, "reported_state", ""))
+                      if reported_pk else None)  # fmt: skip
         return ComparisonPage(id=c.pk, done=True, body=done_report_html(c), alerts=alerts,
-                              bisections=bisections, diagnosis=diagnosis_part(user, c))  # fmt: skip
+                              bisections=bisections, diagnosis=diagnosis_part(user, c),
+                              regression=regression)  # fmt: skip
     full = report_queryset().get(pk=c.pk)
     report = comparison_report(full)
     return ComparisonPage(

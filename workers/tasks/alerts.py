@@ -7,6 +7,7 @@ from django.conf import settings
 
 from webapp.alerts import delivery, services
 from webapp.bisections import services as bisections
+from webapp.regressions import services as regressions
 from webapp.routing import NOTIFY_CHANGE_POINT, NOTIFY_COMPARISON, RESEND_LOST_ALERTS, SEND_ALERT
 from workers.celery_app import CONTROL_TIME_LIMIT, SOFT_MARGIN, app
 
@@ -18,16 +19,22 @@ _SOFT = CONTROL_TIME_LIMIT - SOFT_MARGIN
 def notify_comparison_task(comparison_id: int) -> int:
     # Sent once when a comparison ends: its mail, and the next step of any bisection it is
     # a step of (a step's comparison is never mailed itself), whatever the mail did (the
-    # periodic kick would advance the bisection later anyway).
+    # periodic kick would advance the bisection later anyway), and its Regression to triage.
     try:
         return len(services.notify_comparison(comparison_id))
     finally:
-        bisections.on_comparison_done(comparison_id)
+        try:
+            regressions.open_for_comparison(comparison_id)
+        finally:
+            bisections.on_comparison_done(comparison_id)
 
 
 @app.task(name=NOTIFY_CHANGE_POINT, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
 def notify_change_point_task(change_point_id: int) -> int:
-    return len(services.notify_change_point(change_point_id))
+    try:
+        return len(services.notify_change_point(change_point_id))
+    finally:
+        regressions.open_for_change_point(change_point_id)
 
 
 @app.task(name=SEND_ALERT, bind=True, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)

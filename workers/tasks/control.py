@@ -2,6 +2,7 @@
 
 from webapp.bisections import services as bisections
 from webapp.comparisons import consoles, orchestrator, runs
+from webapp.regressions import rules as regression_rules
 from webapp.routing import (
     ADVANCE_COMPARISON,
     ADVANCE_UNFINISHED,
@@ -59,4 +60,5 @@ def process_push_task(push_id: int) -> str:
 @app.task(name=WATCH_TICK, time_limit=WATCH_TIME_LIMIT,
           soft_time_limit=WATCH_TIME_LIMIT - SOFT_MARGIN)  # fmt: skip
 def watch_tick_task() -> dict[str, int]:
-    return watch_services.watch_tick()
+    # Then the regressions of the branches whose heads it checked: fixed or inactive.
+    return {**watch_services.watch_tick(), "regressions moved": regression_rules.apply_rules()}
