@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Start or stop rcubench locally: gunicorn on 127.0.0.1:8000 (as the unprivileged user
-# rcubench when started as root), one Celery worker on every queue, Celery beat, and a
-# local mail sink (aiosmtpd on 127.0.0.1:8025, every message a file in var/mail/new/) where
-# the alerts go unless EMAIL_HOST names another server. `up` is idempotent (running parts
-# are left alone) and waits for /healthz; `down` stops what `up` started. A list after
-# up/down (web, worker, beat, mail) acts on those parts only.
+# rcubench when started as root), one Celery worker on every queue, Celery beat, a local
+# mail sink (aiosmtpd on 127.0.0.1:8025, every message a file in var/mail/new/) where the
+# alerts go unless EMAIL_HOST names another server, and the LMTP listener that takes mail
+# commands (127.0.0.1:8024, RCUBENCH_INBOUND_LMTP). `up` is idempotent (running parts are
+# left alone) and waits for /healthz; `down` stops what `up` started. A list after up/down
+# (web, worker, beat, mail, inbound) acts on those parts only.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -65,6 +66,14 @@ start_mail_sink() {
   nohup "$BIN/python" -m aiosmtpd -n -l "127.0.0.1:$MAIL_PORT" -c aiosmtpd.handlers.Mailbox \
     "$VAR/mail" >>"$LOG/mail.log" 2>&1 </dev/null &
   echo $! >"$(pidfile mail)"
+}
+
+# Mail commands: the site's MTA hands replies to rcubench's address to this LMTP listener
+# (webapp/alerts/listener.py), which stores them for the control worker to read.
+start_inbound() {
+  RCUBENCH_LOG_FILE=$LOG/inbound.log nohup "$BIN/python" manage.py mail_listener \
+    >>"$LOG/inbound.log" 2>&1 </dev/null &
+  echo $! >"$(pidfile inbound)"
 }
 
 # The web server never runs as root: started as root, it drops to $WEB_USER (created by
@@ -128,6 +137,9 @@ up() {
     # (a Maildir: var/mail/new/), readable with `mutt -f var/mail`.
     start mail start_mail_sink
   fi
+  if wants inbound; then
+    start inbound start_inbound
+  fi
   if wants beat; then
     RCUBENCH_LOG_FILE=$LOG/beat.log start beat "$BIN/celery" -A workers.celery_app beat --detach \
       --schedule "$RUN/celerybeat-schedule" --pidfile "$(pidfile beat)" --logfile "$LOG/beat.log"
@@ -149,8 +161,9 @@ up() {
 rcubench is up.
   admin    http://$ADDR/admin/      (user admin, password in $VAR/admin-password)
   health   http://$ADDR/healthz     $health
-  logs     $LOG/{web,worker,beat,mail}.log
+  logs     $LOG/{web,worker,beat,mail,inbound}.log
   mail     $VAR/mail/new/   (the alerts, when EMAIL_HOST is this machine: mutt -f $VAR/mail)
+  commands LMTP ${RCUBENCH_INBOUND_LMTP:-127.0.0.1:8024}   (replies with #rcubench lines, from the MTA)
   stop     make down
 EOF
 }
@@ -179,19 +192,19 @@ stop() {
 
 down() {
   local name
-  for name in mail beat worker web; do
+  for name in inbound mail beat worker web; do
     if wants "$name"; then stop "$name"; fi
   done
 }
 
 command=${1:-}
 shift || true
-PARTS=${*:-web worker beat mail}
+PARTS=${*:-web worker beat mail inbound}
 for part in $PARTS; do
-  case "$part" in web | worker | beat | mail) ;; *) echo "$0: unknown part $part" >&2; exit 2 ;; esac
+  case "$part" in web | worker | beat | mail | inbound) ;; *) echo "$0: unknown part $part" >&2; exit 2 ;; esac
 done
 case "$command" in
   up) up ;;
   down) down ;;
-  *) echo "usage: $0 up|down [web] [worker] [beat] [mail]" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down [web] [worker] [beat] [mail] [inbound]" >&2; exit 2 ;;
 esac

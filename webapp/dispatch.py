@@ -22,6 +22,7 @@ from webapp.routing import (
     NOTIFY_BISECTION,
     NOTIFY_CHANGE_POINT,
     NOTIFY_COMPARISON,
+    PROCESS_INBOUND,
     PROCESS_PUSH,
     RUN_BENCHMARK,
     RUN_LAB_BENCHMARK,
@@ -71,6 +72,11 @@ def send_notify(comparison_id: int) -> None:
 def send_notify_change_point(change_point_id: int) -> None:
     """Mail the tree's subscribers about this change point (control queue)."""
     _send(NOTIFY_CHANGE_POINT, change_point_id)
+
+
+def send_process_inbound(inbound_id: int) -> None:
+    """Read a stored inbound mail and act on its commands (control queue)."""
+    _send(PROCESS_INBOUND, inbound_id)
 
 
 def send_alert(alert_id: int) -> None:

@@ -517,6 +517,9 @@ RCUBENCH_MAIL_DOMAIN = env.str(
     "RCUBENCH_MAIL_DOMAIN",
     default=RCUBENCH_MAIL_FROM.rpartition("@")[2].strip(" >") or "localhost",
 )
+# Mail commands (webapp/alerts/listener.py): where `manage.py mail_listener` takes mail from
+# the MTA by LMTP (make up starts it; point the MTA's transport for rcubench's address here).
+RCUBENCH_INBOUND_LMTP = env.str("RCUBENCH_INBOUND_LMTP", default="127.0.0.1:8024")
 # Transient SMTP failures (4xx, refused or timed-out connections) are retried this many
 # times, the n-th after about RETRY_BACKOFF * 2**n seconds (jittered, at most an hour).
 RCUBENCH_MAIL_MAX_RETRIES = env.int("RCUBENCH_MAIL_MAX_RETRIES", default=8)

@@ -138,6 +138,7 @@ def _env_file(stack: Stack) -> str:
             "REDIS_PASSWORD": secrets.token_hex(16),
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
             "RCUBENCH_HTTP_PORT": stack.port,
+            "RCUBENCH_LMTP_PORT": _free_port(),
             "RCUBENCH_COMPOSE_DATA_DIR": stack.data,
             "RCUBENCH_IMAGE": APP_IMAGE,
         }.items()

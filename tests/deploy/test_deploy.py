@@ -316,6 +316,37 @@ def test_make_up_starts_a_local_mail_sink_that_keeps_each_message(service_env):
     assert "mail: stopped" in down.stdout, down.stdout + down.stderr
 
 
+def test_make_up_starts_the_mail_command_listener(service_env):
+    """`make up` runs the LMTP listener (manage.py mail_listener) the MTA hands replies to:
+    a real captured reply delivered to it is stored once, however often it is delivered."""
+    from webapp.alerts.models import InboundMail
+
+    port = _free_port()
+    env = {**service_env, "RCUBENCH_INBOUND_LMTP": f"127.0.0.1:{port}"}
+    raw = (ROOT / "webapp/alerts/tests/fixtures/inbound/ack.eml").read_bytes()
+    try:
+        up = subprocess.run(["bash", "scripts/service.sh", "up", "inbound"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
+        assert up.returncode == 0, up.stdout + up.stderr
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                lmtp = smtplib.LMTP("127.0.0.1", port, timeout=5)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the listener does not listen"
+                time.sleep(0.2)
+        with lmtp:
+            for _ in range(2):  # the MTA's retry after a lost answer
+                assert lmtp.sendmail("jane@example.org", ["bench@localhost"], raw) == {}
+        [row] = InboundMail.objects.all()
+        assert (row.message_id, bytes(row.raw)) == ("<awoxT2vmeMnx396B@dev.example.org>", raw)
+    finally:
+        down = subprocess.run(["bash", "scripts/service.sh", "down", "inbound"], cwd=ROOT,
+                              env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    assert "inbound: stopped" in down.stdout, down.stdout + down.stderr
+
+
 def test_ansible_worker_playbook_parses():
     result = subprocess.run(
         [str(VENV_BIN / "ansible-playbook"), "--syntax-check", "playbooks/worker.yml"],

@@ -7,7 +7,7 @@ from django import forms
 from benchmarks.registry import BENCHMARKS
 from webapp import access
 from webapp.access import AnyUser
-from webapp.alerts.models import Kind
+from webapp.alerts.models import SUBSCRIBABLE, Kind
 from webapp.trees.models import Tree
 
 
@@ -17,7 +17,7 @@ class SubscriptionForm(forms.Form):
     )
     benchmark = forms.ChoiceField(required=False)
     kinds = forms.MultipleChoiceField(
-        choices=Kind.choices, initial=[Kind.REGRESSION], widget=forms.CheckboxSelectMultiple,
+        choices=SUBSCRIBABLE, initial=[Kind.REGRESSION], widget=forms.CheckboxSelectMultiple,
         help_text="Regressions by default; improvements and change points on request.",
     )  # fmt: skip
 

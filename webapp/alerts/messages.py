@@ -226,6 +226,16 @@ def comparison_body(
     return "\n".join(parts) + "\n"
 
 
+def command_answer_body(outcome: str, links: Links, reason: str) -> str:
+    """The answer to a mail command: what was done, command by command (each quoted, then
+    what came of it), and the commands there are."""
+    parts = ["rcubench read your mail and did this:", "", outcome, "",
+             "Commands (unquoted lines of a reply to an rcubench mail):",
+             "  #rcubench ack | invalid: <why> | fix: <sha or subject> | dup: <message-id>",
+             "  #rcubench rerun [runs=N] | bisect", "", *_footer(reason, links)]  # fmt: skip
+    return "\n".join(parts) + "\n"
+
+
 def _kernel_block(k: KernelFacts) -> str:
     """The kernel's name, then the full shas (once in the mail: the name has 12 digits)
     and the series' message-id, each on a line of its own for copying."""

@@ -1,9 +1,9 @@
 """Outgoing alert mails, who asked for them and who asked not to get them.
 
-One Alert row per message and recipient, about one event: a comparison, a change point, or a
-bisection's confirmed culprit. Its unique key (the event, kind, recipient) is the
-idempotency key that keeps a task run twice from sending a second mail (docs/alerts.md,
-delivery guarantees).
+One Alert row per message and recipient, about one event: a comparison, a change point, a
+bisection's confirmed culprit, or a mail command it answers (InboundMail). Its unique key
+(the event, kind, recipient) is the idempotency key that keeps a task run twice from
+sending a second mail (docs/alerts.md, delivery guarantees).
 """
 
 from django.contrib.postgres.fields import ArrayField
@@ -20,6 +20,13 @@ class Kind(models.TextChoices):
     REGRESSION = "regression"
     IMPROVEMENT = "improvement"
     CHANGE_POINT = "change-point", "Change point"
+    # Never subscribed to: the answer to a mail command (InboundMail), and the verdict of a
+    # comparison a mail command started, to its sender, in the command's thread.
+    REPLY = "reply"
+    RESULT = "result"
+
+
+SUBSCRIBABLE = [(v, label) for v, label in Kind.choices if v not in (Kind.REPLY, Kind.RESULT)]
 
 
 def _default_kinds() -> list[str]:
@@ -48,6 +55,9 @@ class Alert(models.Model):
     bisection = models.ForeignKey(
         Bisection, null=True, blank=True, on_delete=models.CASCADE, related_name="alerts"
     )
+    inbound = models.ForeignKey(
+        "InboundMail", null=True, blank=True, on_delete=models.CASCADE, related_name="replies"
+    )
     kind = models.CharField(max_length=16, choices=Kind)
     recipient = models.EmailField(max_length=254)
     reason = models.CharField(
@@ -73,9 +83,30 @@ class Alert(models.Model):
             # Exactly one event (XOR of three would also pass all three set).
             models.CheckConstraint(
                 condition=(
-                    Q(comparison__isnull=False, change_point__isnull=True, bisection__isnull=True)
-                    | Q(comparison__isnull=True, change_point__isnull=False, bisection__isnull=True)
-                    | Q(comparison__isnull=True, change_point__isnull=True, bisection__isnull=False)
+                    Q(
+                        comparison__isnull=False,
+                        change_point__isnull=True,
+                        bisection__isnull=True,
+                        inbound__isnull=True,
+                    )
+                    | Q(
+                        comparison__isnull=True,
+                        change_point__isnull=False,
+                        bisection__isnull=True,
+                        inbound__isnull=True,
+                    )
+                    | Q(
+                        comparison__isnull=True,
+                        change_point__isnull=True,
+                        bisection__isnull=False,
+                        inbound__isnull=True,
+                    )
+                    | Q(
+                        comparison__isnull=True,
+                        change_point__isnull=True,
+                        bisection__isnull=True,
+                        inbound__isnull=False,
+                    )
                 ),
                 name="alert_about_one_thing",
             ),
@@ -94,6 +125,11 @@ class Alert(models.Model):
                 condition=Q(bisection__isnull=False),
                 name="alert_once_per_bisection",
             ),
+            models.UniqueConstraint(
+                fields=["inbound", "kind", "recipient"],
+                condition=Q(inbound__isnull=False),
+                name="alert_once_per_inbound",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -101,6 +137,8 @@ class Alert(models.Model):
             about = f"comparison {self.comparison_id}"
         elif self.change_point_id:
             about = f"change point {self.change_point_id}"
+        elif self.inbound_id:
+            about = f"inbound mail {self.inbound_id}"
         else:
             about = f"bisection {self.bisection_id}"
         return f"{self.kind} alert for {about} to {self.recipient}"
@@ -148,3 +186,39 @@ class OptOut(models.Model):
 
     def __str__(self) -> str:
         return self.address
+
+
+class InboundMail(models.Model):
+    """A mail handed to rcubench's listener (LMTP, or a maildir), once per Message-ID: the
+    raw bytes as received, what rcubench made of it, and its reply (an Alert of kind
+    reply). A second delivery of the same Message-ID is not stored again: nothing starts
+    twice."""
+
+    class State(models.TextChoices):
+        RECEIVED = "received"  # stored; its commands not read yet
+        DONE = "done"  # read: its commands acted on (each, or refused with why), answered
+        IGNORED = "ignored"  # a robot's, or no answer to an rcubench mail: never answered
+
+    message_id = models.CharField(max_length=998, unique=True)
+    sender = models.CharField(max_length=254, blank=True, help_text="From:'s address.")
+    subject = models.CharField(max_length=998, blank=True)
+    raw = models.BinaryField(help_text="The message as the MTA handed it over (<= 2 MiB).")
+    state = models.CharField(max_length=16, choices=State, default=State.RECEIVED)
+    answers = models.ForeignKey(
+        Alert, null=True, blank=True, on_delete=models.SET_NULL, related_name="answered_by",
+        help_text="The rcubench mail it replies to (In-Reply-To, References).",
+    )  # fmt: skip
+    outcome = models.TextField(blank=True, help_text="What was done, as the reply says it.")
+    started = models.ManyToManyField(
+        Comparison, blank=True, related_name="started_by_mail",
+        help_text="Comparisons its commands started (their verdicts answer it again).",
+    )  # fmt: skip
+    bisections = models.ManyToManyField(Bisection, blank=True, related_name="started_by_mail")
+    received_at = models.DateTimeField(auto_now_add=True)
+    processed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-received_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"inbound {self.message_id} from {self.sender} ({self.state})"

@@ -380,7 +380,9 @@ def render(alert: Alert) -> EmailMessage:
             "build_a", "build_b", "submitted_by",
         ).get(pk=alert.comparison_id)  # fmt: skip
         links = messages.Links(report_url(c.pk), links.unsubscribe, links.subscriptions)
-        body = messages.comparison_body(header(c), verdict_rows(c), alert.kind, reproducer(c),
+        # A mail command's comparison tells its own verdict, whatever it is.
+        kind = "" if alert.kind == Alert.Kind.RESULT else alert.kind
+        body = messages.comparison_body(header(c), verdict_rows(c), kind, reproducer(c),
                                         links, alert.reason,
                                         diagnosis=c.diagnosis_per_side)  # fmt: skip
         extra = {"X-rcubench-Comparison": str(c.pk), "X-rcubench-Verdict": c.verdict}
@@ -392,6 +394,9 @@ def render(alert: Alert) -> EmailMessage:
         extra = {"X-rcubench-Comparison": str(b.comparison_id),
                  "X-rcubench-Bisection": str(b.pk),
                  "X-rcubench-Culprit": facts.sha or facts.label}  # fmt: skip
+    elif alert.inbound is not None:
+        body = messages.command_answer_body(alert.inbound.outcome, links, alert.reason)
+        extra = {"X-rcubench-Command": str(alert.inbound_id)}
     else:
         assert alert.change_point is not None  # noqa: S101 - the check constraint
         body = messages.change_point_body(_change_point_facts(alert.change_point), links,

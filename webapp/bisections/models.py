@@ -55,6 +55,7 @@ class Bisection(models.Model):
         API = "api"
         CLI = "cli"
         WATCH = "watch"
+        MAIL = "mail"  # a mail command (webapp/alerts/inbound.py)
 
     comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE,
                                    related_name="bisections")  # fmt: skip

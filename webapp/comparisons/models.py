@@ -89,6 +89,7 @@ class Comparison(models.Model):
         CLI = "cli"
         WEBHOOK = "webhook"
         BISECTION = "bisection"  # a step of a bisection (webapp/bisections): never mailed
+        MAIL = "mail"  # a mail command (webapp/alerts/inbound.py: rerun)
 
     class Error(models.TextChoices):
         NONE = "", "(none)"

@@ -5,10 +5,16 @@ from typing import Any
 
 from django.conf import settings
 
-from webapp.alerts import delivery, services
+from webapp.alerts import delivery, inbound, services
 from webapp.bisections import services as bisections
 from webapp.regressions import services as regressions
-from webapp.routing import NOTIFY_CHANGE_POINT, NOTIFY_COMPARISON, RESEND_LOST_ALERTS, SEND_ALERT
+from webapp.routing import (
+    NOTIFY_CHANGE_POINT,
+    NOTIFY_COMPARISON,
+    PROCESS_INBOUND,
+    RESEND_LOST_ALERTS,
+    SEND_ALERT,
+)
 from workers.celery_app import CONTROL_TIME_LIMIT, SOFT_MARGIN, app
 
 # Database work and one SMTP transaction (EMAIL_TIMEOUT per socket operation).
@@ -25,6 +31,7 @@ def notify_comparison_task(comparison_id: int) -> int:
     finally:
         try:
             regressions.open_for_comparison(comparison_id)
+            inbound.answer_ended(comparison_id)  # to a mail command that started it
         finally:
             bisections.on_comparison_done(comparison_id)
 
@@ -35,6 +42,11 @@ def notify_change_point_task(change_point_id: int) -> int:
         return len(services.notify_change_point(change_point_id))
     finally:
         regressions.open_for_change_point(change_point_id)
+
+
+@app.task(name=PROCESS_INBOUND, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
+def process_inbound_task(inbound_id: int) -> str:
+    return inbound.process(inbound_id)
 
 
 @app.task(name=SEND_ALERT, bind=True, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)

@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from webapp.alerts.commands import Command, parse
 
@@ -373,3 +375,21 @@ def test_a_malformed_display_name_still_gives_the_address(display):
 def test_an_8bit_subject_reads_as_utf8():
     m = parse(edited("ack.eml", b"Subject: Re: [", "Subject: Re: J\u00f6rg [".encode()))
     assert m.subject == "Re: J\u00f6rg [PATCH 0/4] rcu: wait longer before the first FQS scan"
+
+
+FIXTURE_NAMES = sorted(p.name for p in INBOUND.glob("*.eml"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(FIXTURE_NAMES), at=st.integers(0, 4000),
+       cut=st.integers(0, 40), junk=st.binary(max_size=40))  # fmt: skip
+def test_any_mangled_mail_parses_without_error_or_a_line_break_in_a_header(name, at, cut, junk):
+    """A real mail with bytes cut out and hostile ones put in (CR, LF, NUL, 8-bit, broken
+    encoded words): parse never raises, and no header value it returns carries CR or LF."""
+    data = raw(name)
+    at = min(at, len(data))
+    m = parse(data[:at] + junk + data[at + cut :])
+    for value in (m.message_id, m.sender, m.reply_to, m.subject, *m.in_reply_to,
+                  *m.references):  # fmt: skip
+        assert "\r" not in value, value
+        assert "\n" not in value, value

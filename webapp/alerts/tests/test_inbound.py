@@ -1,0 +1,212 @@
+"""Mail commands read and acted on (webapp/alerts/inbound.py): real captured replies
+(fixtures/inbound/, mutt and git send-email) answering a stored rcubench alert, and the
+answers delivered through a real SMTP server on loopback (conftest's smtp)."""
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.factories import MembershipFactory, UserFactory, bisectable_comparison
+from webapp.alerts import commands, delivery, inbound
+from webapp.alerts.models import Alert, InboundMail
+from webapp.comparisons.models import Comparison
+from webapp.regressions import services as regressions
+from webapp.regressions.models import Regression
+
+pytestmark = pytest.mark.django_db
+
+FIXTURES = Path(__file__).with_name("fixtures") / "inbound"
+ALERT_ID = "<rcubench.c17.5d41402abc4b2a76@bench.example.org>"  # what the fixtures answer
+JANE = "jane.dev@dev.example.org"
+JANE_AS_SENT = "Jane.Dev@dev.example.org"  # ack.eml's From (mutt lower-cased the domain)
+
+
+def _raw(name: str) -> bytes:
+    return (FIXTURES / name).read_bytes()
+
+
+@pytest.fixture
+def reported(smtp):
+    """The regression the fixtures answer: its comparison's alert has their In-Reply-To."""
+    c = bisectable_comparison(shift=16.7)
+    reg = regressions.open_for_comparison(c.pk)
+    assert reg is not None
+    Alert.objects.create(comparison=c, kind="regression", recipient=JANE, state="sent",
+                         subject="Re: [PATCH 0/3] rcu: a series", message_id=ALERT_ID,
+                         references="<20261120093000.4711-1-jane.dev@dev.example.org>")  # fmt: skip
+    return reg
+
+
+@pytest.fixture
+def jane(reported):
+    """Jane's account, a submitter on the regression's tree: the fixtures' sender."""
+    user = UserFactory.create(username="jane", email="Jane.Dev@dev.example.org")
+    MembershipFactory.create(tree=reported.tree, user=user)
+    return user
+
+
+def _handle(raw: bytes) -> InboundMail:
+    row, created = inbound.receive(raw)
+    assert created
+    inbound.process(row.pk)
+    row.refresh_from_db()
+    return row
+
+
+def _answer(smtp, row: InboundMail):
+    """The answer's row, delivered through the SMTP server; its message as received."""
+    [answer] = row.replies.all()
+    assert delivery.deliver(answer.pk) == "sent"
+    [got] = smtp.to(answer.recipient)
+    return answer, got.message
+
+
+def test_ack_acknowledges_and_the_answer_is_threaded(reported, jane, smtp):
+    row = _handle(_raw("ack.eml"))
+    assert row.answers is not None
+    assert (row.state, row.answers.message_id, row.sender) == ("done", ALERT_ID, JANE_AS_SENT)
+    reported.refresh_from_db()
+    assert reported.state == "acknowledged"
+    moved = reported.transitions.last()
+    assert moved is not None
+    assert (moved.via, moved.by, moved.by_address, moved.message_id) == (
+        "mail", jane, JANE_AS_SENT, "<awoxT2vmeMnx396B@dev.example.org>",
+    )  # fmt: skip
+    _, msg = _answer(smtp, row)
+    assert msg["In-Reply-To"] == "<awoxT2vmeMnx396B@dev.example.org>"
+    assert msg["References"].split() == [
+        "<20261120093000.4711-1-jane.dev@dev.example.org>", ALERT_ID,
+        "<awoxT2vmeMnx396B@dev.example.org>",
+    ]  # fmt: skip
+    assert msg["Subject"].startswith("Re: ")
+    body = msg.get_content().replace("\r\n", "\n")
+    assert "> #rcubench ack\n" in body
+    assert f"regression {reported.pk} is acknowledged now (was untriaged): " in body
+
+
+def test_invalid_fix_and_dup_move_it_with_their_arguments(reported, jane, smtp):
+    row = _handle(_raw("fix.eml"))
+    reported.refresh_from_db()
+    assert reported.state == "fixed"
+    assert reported.fixed_by  # the subject the mail gave
+    assert reported.fixed_by in row.outcome
+    # invalid.eml comes from Jörg: a stranger here, whose mail changes nothing.
+    row = _handle(_raw("invalid.eml"))
+    assert "Nothing was done: joerg@tester.example.org may not command rcubench" in row.outcome
+    reported.refresh_from_db()
+    assert reported.state == "fixed"
+    answer, _ = _answer(smtp, row)
+    assert answer.recipient == "joerg+rcubench@tester.example.org"  # its Reply-To
+
+
+def test_a_stranger_is_told_and_nothing_moves(reported, smtp):
+    row = _handle(_raw("ack.eml"))  # no account with Jane's address, no role
+    assert "Nothing was done: Jane.Dev@dev.example.org may not command" in row.outcome
+    reported.refresh_from_db()
+    assert (reported.state, reported.transitions.count()) == ("untriaged", 1)
+    _answer(smtp, row)
+
+
+def test_a_series_author_may_command_without_an_account(reported, smtp):
+    series = reported.comparison.revision_b.series
+    series.author = "Jane Developer <jane.dev@dev.example.org>"
+    series.save(update_fields=["author"])
+    _handle(_raw("ack.eml"))
+    reported.refresh_from_db()
+    assert reported.state == "acknowledged"
+
+
+def test_the_same_mail_twice_starts_nothing_twice(reported, jane, smtp, settings):
+    settings.RCUBENCH_ALLOW_FEW_RUNS = True  # rerun.eml asks for 12 a side
+    raw = _raw("rerun.eml")
+    first, created = inbound.receive(raw)
+    again, created_again = inbound.receive(raw)
+    assert (created, created_again, again.pk) == (True, False, first.pk)
+    inbound.process(first.pk)
+    inbound.process(first.pk)  # a redelivered task
+    assert Comparison.objects.filter(trigger="mail").count() == 1
+    assert Alert.objects.filter(inbound=first).count() == 1
+
+
+def test_rerun_below_the_minimum_runs_is_refused_with_the_reason(reported, jane):
+    row = _handle(_raw("rerun.eml"))
+    assert ("> #rcubench rerun runs=12\nrefused: at least 24 runs per side are needed, "
+            "got 12") in row.outcome  # fmt: skip
+    assert not row.started.exists()
+
+
+def test_rerun_submits_the_same_comparison_pinned_to_its_commits(reported, jane, smtp, settings):
+    settings.RCUBENCH_ALLOW_FEW_RUNS = True  # rerun.eml asks for 12 a side
+    row = _handle(_raw("rerun.eml"))
+    c = reported.comparison
+    [new] = row.started.all()
+    assert (new.trigger, new.min_runs, new.max_runs) == ("mail", 12, max(12, c.max_runs))
+    assert new.revision_a.ref == c.revision_a.base_sha
+    assert new.revision_b.series is not None
+    assert c.revision_b.series is not None
+    assert bytes(new.revision_b.series.mbox) == bytes(c.revision_b.series.mbox)
+    for field in ("benchmarks", "target_id", "cmdline_a", "cmdline_b", "alpha",
+                  "threshold_pct", "visibility"):  # fmt: skip
+        assert getattr(new, field) == getattr(c, field), field
+    assert f"comparison {new.pk} queued: " in row.outcome
+    assert "runs 12-" in row.outcome
+    # When it ends, its verdict goes to Jane under the answer.
+    answer, _ = _answer(smtp, row)
+    Comparison.objects.filter(pk=new.pk).update(state="done", result="ok", verdict="regression")
+    [pk] = inbound.answer_ended(new.pk)
+    result = Alert.objects.get(pk=pk)
+    assert (result.kind, result.recipient, result.in_reply_to) == (
+        "result",
+        JANE,
+        answer.message_id,
+    )
+    inbound.answer_ended(new.pk)  # the task again: still one row
+    assert Alert.objects.filter(kind="result").count() == 1
+
+
+def test_robots_and_strangers_threads_are_never_answered(reported, jane):
+    row = _handle(_raw("vacation.eml"))
+    assert (row.state, row.replies.count()) == ("ignored", 0)
+    reported.refresh_from_db()
+    assert reported.state == "untriaged"
+    row = _handle(_raw("quoted-only.eml"))  # a reply to a developer, our alert quoted
+    assert (row.state, row.outcome, row.replies.count()) == ("ignored", "no command in it", 0)
+    raw = _raw("ack.eml").replace(ALERT_ID.encode(), b"<someone.else@example.org>")
+    raw = raw.replace(b"<awoxT2vmeMnx396B", b"<other")
+    row = _handle(raw)  # answers no rcubench mail at all
+    assert (row.state, row.outcome, row.replies.count()) == (
+        "ignored", "it answers no rcubench mail", 0,
+    )  # fmt: skip
+
+
+def test_no_command_and_unknown_ones_are_answered_with_what_was_read(reported, jane, smtp):
+    row = _handle(_raw("html-only.eml"))
+    assert "not read: no text/plain part: rcubench reads plain-text mail only" in row.outcome
+    assert "No command found" in row.outcome
+    row = _handle(_raw("test-git.eml"))
+    assert "> #rcubench test git rcu/next-fix\nnot yet taken by mail: test-git" in row.outcome
+
+
+def test_a_dup_of_an_unknown_mail_is_refused(reported, jane):
+    row = _handle(_raw("dup.eml"))
+    assert "refused: no rcubench regression has a mail with Message-ID" in row.outcome
+    reported.refresh_from_db()
+    assert reported.state == "untriaged"
+
+
+def test_a_dup_of_another_regressions_mail(reported, jane):
+    other = regressions.open_for_comparison(bisectable_comparison(reported.tree).pk)
+    assert other is not None
+    wanted = commands.parse(_raw("dup.eml")).commands[0].argument
+    Alert.objects.create(comparison=other.comparison, kind="regression", recipient=JANE,
+                         subject="x", message_id=wanted, state="sent")  # fmt: skip
+    _handle(_raw("dup.eml"))
+    reported.refresh_from_db()
+    assert (reported.state, reported.duplicate_of) == ("duplicate", other)
+
+
+def test_oversized_mail_is_refused_before_it_is_stored(reported):
+    with pytest.raises(inbound.InboundRefused, match="larger than"):
+        inbound.receive(b"X" * (2 * 1024 * 1024 + 1))
+    assert not InboundMail.objects.exists()
+    assert Regression.objects.get().state == "untriaged"
