@@ -319,6 +319,7 @@ def test_make_up_starts_a_local_mail_sink_that_keeps_each_message(service_env):
 def test_make_up_starts_the_mail_command_listener(service_env):
     """`make up` runs the LMTP listener (manage.py mail_listener) the MTA hands replies to:
     a real captured reply delivered to it is stored once, however often it is delivered."""
+    # Django is set up by the fixture (transactional_db), not when this module loads.
     from webapp.alerts.models import InboundMail
 
     port = _free_port()

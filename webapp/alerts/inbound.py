@@ -16,13 +16,17 @@ MTA's job (SECURITY.md).
 
 A rerun (`#rcubench rerun [runs=N]`) is the original comparison submitted again with every
 parameter the original had, its kernels pinned to the commits it measured, and stated in
-the answer; `bisect` starts the original's bisection. Both are reported again, in the same
-thread, when they end.
+the answer; `test` runs B' (B plus the mail's patch) against A and against B with those
+parameters; `bisect` starts the original's bisection. Their comparisons are reported again,
+in the same thread, when they end; a test whose B' is back within the threshold of A gets a
+Tested-by line to paste.
 """
 
 import hashlib
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from email.utils import format_datetime
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
@@ -34,6 +38,8 @@ from webapp import dispatch, logs
 from webapp.alerts import commands, messages
 from webapp.alerts.models import Alert, InboundMail, Kind
 from webapp.alerts.services import (
+    TEST_A,
+    TEST_B,
     Recipient,
     message_id,
     normalise,
@@ -180,7 +186,7 @@ def process(inbound_id: int) -> str:
 
 def _act(ctx: Context) -> list[str]:
     """What the answer says, a paragraph per command (and the mail's problems)."""
-    out = [f"> {p}\nnot read: {p}" for p in ctx.mail.problems]
+    out = [f"not read: {p}" for p in ctx.mail.problems]
     if not ctx.mail.commands:
         return [*out, "No command found: a command is an unquoted line starting with "
                       "#rcubench (see the commands below)."]  # fmt: skip
@@ -189,9 +195,10 @@ def _act(ctx: Context) -> list[str]:
         log.info("inbound mail refused", inboundmail=ctx.inbound.pk, sender=ctx.mail.sender)
         return [*out, f"Nothing was done: {why_not}."]
     for cmd in ctx.mail.commands:
-        handler = HANDLERS.get(cmd.name)
+        handler = HANDLERS[cmd.name]
         try:
-            said = handler(ctx, cmd) if handler else f"not yet taken by mail: {cmd.name}"
+            with transaction.atomic():  # a refused command leaves nothing of itself
+                said = handler(ctx, cmd)
         except (regressions.TransitionRefused, bisections.BisectionRefused) as exc:
             said = f"refused: {exc}"
         except SubmissionError as exc:
@@ -279,8 +286,8 @@ def rerun_request(c: Comparison, runs: int | None, *, requested_by: str) -> Comp
 
 
 def _parameters(req: ComparisonRequest) -> str:
-    b = "the series" if req.series_mbox else req.head_ref[:12]
-    return (f"A {req.base_ref[:12]}, B {b} on {req.base_ref[:12]}, target {req.target}, "
+    b = f"the series on {req.base_ref[:12]}" if req.series_mbox else req.head_ref[:40]
+    return (f"A {req.base_ref[:12]}, B {b}, target {req.target}, "
             f"benchmarks {' '.join(req.benchmarks)}, runs {req.min_runs}-{req.max_runs} a side, "
             f"alpha {req.alpha:g}, threshold {req.threshold_pct:g}%, "
             f"command lines A {req.cmdline_a or '(none)'!r} "
@@ -299,6 +306,95 @@ def _bisect(ctx: Context, cmd: commands.Command) -> str:
             "  a confirmed culprit is mailed under the regression's mail")  # fmt: skip
 
 
+def patch_mbox(mail: commands.InboundMail) -> bytes:
+    """The mail's patch as one message of an mbox (what the builder's `git am` takes): a
+    `git format-patch` file as it is; pseudo-headers (From:, Subject:) or a bare diff get
+    the envelope line, and a bare diff the sender as author and a subject naming the mail."""
+    text = (mail.patch or "").replace("\r\n", "\n")
+    if text.startswith("From "):
+        return text.encode()
+    envelope = "From rcubench-mail-test Mon Sep 17 00:00:00 2001\n"
+    if re.match(r"(From|Subject|Date): ", text):
+        return (envelope + text).encode()
+    subject = messages.header_text(f"[PATCH] rcubench test {mail.message_id}", 200)
+    head = f"From: {mail.sender}\nDate: {format_datetime(timezone.now())}\nSubject: {subject}\n\n"
+    return (envelope + head + text).encode()
+
+
+def _test(ctx: Context, cmd: commands.Command) -> str:
+    """B' = the reported kernel B plus the mail's patch, against A (a Tested-by when it is
+    back within the threshold) and against B (what the patch itself changes)."""
+    c = ctx.comparison
+    if c is None:
+        return "refused: a change point has no comparison to test a patch against"
+    patch = patch_mbox(ctx.mail)
+    asked = f"by mail {ctx.mail.message_id} from {ctx.mail.sender}"
+    b = c.revision_b
+    series = bytes(b.series.mbox).rstrip(b"\n") + b"\n\n" if b.series else b""
+    # From the commits measured, every parameter the original's (rerun_request); the tag
+    # leads requested_by (it is cut at 254 characters).
+    against_b = replace(
+        rerun_request(c, None, requested_by=f"{TEST_B} {asked}"),
+        base_ref=b.base_sha or b.sha,
+        head_ref="",
+        base_series_mbox=series or None,
+        series_mbox=series + patch,
+    )
+    out = []
+    if b.series_id is not None:
+        against_a = replace(against_b, base_series_mbox=(
+            bytes(c.revision_a.series.mbox) if c.revision_a.series else None
+        ), requested_by=f"{TEST_A} {asked}"[:254])  # fmt: skip
+        new_a = submit_comparison(against_a)
+        ctx.inbound.started.add(new_a)
+        out.append(f"comparison {new_a.pk} queued, A against B' (B + your patch): "
+                   f"{_report(new_a.pk)}")  # fmt: skip
+    else:
+        out.append("A against B' is not run: B is another commit than A's base, and a "
+                   "comparison applies a patch on one base for both sides; B against B' says "
+                   "what the patch changes")  # fmt: skip
+    new_b = submit_comparison(against_b)
+    ctx.inbound.started.add(new_b)
+    out.append(f"comparison {new_b.pk} queued, B against B': {_report(new_b.pk)}")
+    out.append(f"  patch: {ctx.mail.patch_source}; every other parameter comparison {c.pk}'s: "
+               f"{_parameters(against_b)}")  # fmt: skip
+    out.append("  their verdicts come in this thread when they end, with a Tested-by line "
+               "if B' is back within the threshold of A")  # fmt: skip
+    return "\n".join(out)
+
+
+def _test_git(ctx: Context, cmd: commands.Command) -> str:
+    """B' = the head of a branch of the same registered tree (resolved now, no other URL
+    fetched): against A, and against B where B is a commit of its own (not a series)."""
+    c = ctx.comparison
+    if c is None:
+        return "refused: a change point has no comparison to test a branch against"
+    asked = f"by mail {ctx.mail.message_id} from {ctx.mail.sender}"
+    a, b = c.revision_a, c.revision_b
+    if a.series_id is not None:
+        return "refused: A carries a series; a branch is compared with plain commits only"
+    base = rerun_request(c, None, requested_by=f"{TEST_A} {asked}")
+    against_a = replace(base, head_ref=cmd.argument, series_mbox=None, base_series_mbox=None)
+    new_a = submit_comparison(against_a)
+    ctx.inbound.started.add(new_a)
+    head = new_a.revision_b.sha[:12] or "resolved by its build"
+    out = [f"comparison {new_a.pk} queued, A against {cmd.argument} ({head}): "
+           f"{_report(new_a.pk)}"]  # fmt: skip
+    if b.series_id is None:
+        against_b = replace(against_a, base_ref=b.sha or b.base_sha,
+                            requested_by=f"{TEST_B} {asked}"[:254])  # fmt: skip
+        new_b = submit_comparison(against_b)
+        ctx.inbound.started.add(new_b)
+        out.append(f"comparison {new_b.pk} queued, B against {cmd.argument}: "
+                   f"{_report(new_b.pk)}")  # fmt: skip
+    else:
+        out.append("B against the branch is not run: B is a series on A's base")
+    out.append(f"  every other parameter comparison {c.pk}'s: {_parameters(against_a)}")
+    out.append("  their verdicts come in this thread when they end, with a Tested-by line "
+               "if the branch is back within the threshold of A")  # fmt: skip
+    return "\n".join(out)
+
+
 def _report(pk: int) -> str:
     return public_url() + reverse("reports:comparison", args=[pk])
 
@@ -310,6 +406,8 @@ HANDLERS: dict[str, Callable[[Context, commands.Command], str]] = {
     "dup": _move("duplicate"),
     "rerun": _rerun,
     "bisect": _bisect,
+    "test": _test,
+    "test-git": _test_git,
 }
 
 

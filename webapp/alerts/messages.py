@@ -232,7 +232,9 @@ def command_answer_body(outcome: str, links: Links, reason: str) -> str:
     parts = ["rcubench read your mail and did this:", "", outcome, "",
              "Commands (unquoted lines of a reply to an rcubench mail):",
              "  #rcubench ack | invalid: <why> | fix: <sha or subject> | dup: <message-id>",
-             "  #rcubench rerun [runs=N] | bisect", "", *_footer(reason, links)]  # fmt: skip
+             "  #rcubench rerun [runs=N] | bisect | test (a patch inline or attached)",
+             "  #rcubench test git <branch of the same tree>", "",
+             *_footer(reason, links)]  # fmt: skip
     return "\n".join(parts) + "\n"
 
 

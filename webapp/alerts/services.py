@@ -371,6 +371,30 @@ def _change_point_facts(cp: ChangePoint) -> messages.ChangePointFacts:
     )  # fmt: skip
 
 
+# The requested_by tags of a mail test's two comparisons (webapp/alerts/inbound.py); the
+# first is the one a Tested-by rides on.
+TEST_A = "test: A against B'"
+TEST_B = "test: B against B'"
+BACK = ("no-meaningful-change", "significant-but-small", "improvement")
+
+
+def tested_by(c: Comparison) -> str | None:
+    """The Tested-by line a test's A-against-B' comparison earns: it ended ok and every
+    primary statistic is within the threshold of A (no meaningful change, significant but
+    smaller than the threshold, or better)."""
+    if c.trigger != Comparison.Trigger.MAIL or not c.requested_by.startswith(TEST_A):
+        return None
+    if c.state != "done" or c.result != "ok":
+        return None
+    primaries = list(c.verdicts.filter(is_primary=True).values_list("verdict", flat=True))
+    if not primaries or any(v not in BACK for v in primaries):
+        return None
+    return f"Tested-by: {messages.header_text(str(settings.RCUBENCH_MAIL_FROM))}"
+
+
+BACK = ("no-meaningful-change", "significant-but-small", "improvement")
+
+
 def render(alert: Alert) -> EmailMessage:
     """The alert's mail, built from the database as it is now."""
     links = _links(alert.recipient)
@@ -380,11 +404,14 @@ def render(alert: Alert) -> EmailMessage:
             "build_a", "build_b", "submitted_by",
         ).get(pk=alert.comparison_id)  # fmt: skip
         links = messages.Links(report_url(c.pk), links.unsubscribe, links.subscriptions)
-        # A mail command's comparison tells its own verdict, whatever it is.
+        # A mail command's comparison tells its own verdict, whatever it is, and a test
+        # whose patch brought B back gets the Tested-by line first.
         kind = "" if alert.kind == Alert.Kind.RESULT else alert.kind
         body = messages.comparison_body(header(c), verdict_rows(c), kind, reproducer(c),
                                         links, alert.reason,
                                         diagnosis=c.diagnosis_per_side)  # fmt: skip
+        if alert.kind == Alert.Kind.RESULT and (line := tested_by(c)):
+            body = f"{line}\n\n{body}"
         extra = {"X-rcubench-Comparison": str(c.pk), "X-rcubench-Verdict": c.verdict}
     elif alert.bisection_id is not None:
         b = Bisection.objects.get(pk=alert.bisection_id)

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.factories import MembershipFactory, UserFactory, bisectable_comparison
+from tests.support.factories import (
+    MembershipFactory,
+    MetricVerdictFactory,
+    UserFactory,
+    bisectable_comparison,
+)
 from webapp.alerts import commands, delivery, inbound
 from webapp.alerts.models import Alert, InboundMail
 from webapp.comparisons.models import Comparison
@@ -183,8 +188,6 @@ def test_no_command_and_unknown_ones_are_answered_with_what_was_read(reported, j
     row = _handle(_raw("html-only.eml"))
     assert "not read: no text/plain part: rcubench reads plain-text mail only" in row.outcome
     assert "No command found" in row.outcome
-    row = _handle(_raw("test-git.eml"))
-    assert "> #rcubench test git rcu/next-fix\nnot yet taken by mail: test-git" in row.outcome
 
 
 def test_a_dup_of_an_unknown_mail_is_refused(reported, jane):
@@ -210,3 +213,71 @@ def test_oversized_mail_is_refused_before_it_is_stored(reported):
         inbound.receive(b"X" * (2 * 1024 * 1024 + 1))
     assert not InboundMail.objects.exists()
     assert Regression.objects.get().state == "untriaged"
+
+
+@pytest.mark.parametrize(("name", "source"), [("test-inline.eml", "inline"),
+                                              ("test-attached.eml", "attachment")])  # fmt: skip
+def test_test_runs_b_plus_the_patch_against_a_and_against_b(reported, jane, settings, name,
+                                                            source):  # fmt: skip
+    row = _handle(_raw(name))
+    c = reported.comparison
+    assert c.revision_b.series is not None
+    series = bytes(c.revision_b.series.mbox)
+    against_a, against_b = row.started.order_by("pk")
+    assert against_a.requested_by.startswith("test: A against B' by mail ")
+    assert against_b.requested_by.startswith("test: B against B' by mail ")
+    for new in (against_a, against_b):
+        assert new.trigger == "mail"
+        assert (new.target_id, new.benchmarks, new.min_runs, new.threshold_pct) == (
+            c.target_id, c.benchmarks, c.min_runs, c.threshold_pct,
+        )  # fmt: skip
+        assert new.revision_b.series is not None
+        mbox = bytes(new.revision_b.series.mbox)
+        assert mbox.startswith(series.rstrip(b"\n"))
+        assert mbox.count(b"\ndiff --git ") == series.count(b"\ndiff --git ") + 1
+    assert against_a.revision_a.series is None
+    assert against_b.revision_a.series is not None
+    assert bytes(against_b.revision_a.series.mbox) == series
+    assert f"patch: {source}" in row.outcome
+    assert f"comparison {against_a.pk} queued, A against B' (B + your patch)" in row.outcome
+
+
+def test_tested_by_when_b_prime_is_back_within_the_threshold(reported, jane, smtp):
+    row = _handle(_raw("test-inline.eml"))
+    against_a, against_b = row.started.order_by("pk")
+    _answer(smtp, row)
+    for new, verdict in ((against_a, "no-meaningful-change"), (against_b, "improvement")):
+        Comparison.objects.filter(pk=new.pk).update(state="done", result="ok", verdict=verdict)
+        MetricVerdictFactory.create(comparison=new, verdict=verdict)
+        inbound.answer_ended(new.pk)
+    sent = {}
+    for alert in Alert.objects.filter(kind="result"):
+        assert delivery.deliver(alert.pk) == "sent"
+        sent[alert.comparison_id] = smtp.received[-1].message.get_content().replace("\r\n", "\n")
+    assert sent[against_a.pk].startswith("Tested-by: rcubench <rcubench@bench.example.org>\n")
+    assert "Tested-by" not in sent[against_b.pk]  # B against B': nothing to vouch for
+
+
+def test_test_git_runs_the_branch_against_a(reported, jane):
+    """The branch is a ref of the registered tree, resolved by the comparison (a branch
+    that is not there is refused by the submission's ref check where the tree's mirror is
+    reachable; this tree's is not: preflight skipped). B is a series: only A runs against it."""
+    row = _handle(_raw("test-git.eml"))
+    [new] = row.started.all()
+    c = reported.comparison
+    assert (new.revision_b.ref, new.revision_b.series, new.revision_a.ref) == (
+        "rcu/next-fix", None, c.revision_a.base_sha,
+    )  # fmt: skip
+    assert new.requested_by.startswith("test: A against B' by mail <awoxXrm9PPmRIDZo@")
+    assert "B against the branch is not run: B is a series on A's base" in row.outcome
+
+
+def test_invalid_keeps_its_non_ascii_reason(reported):
+    joerg = UserFactory.create(username="joerg", email="joerg@tester.example.org")
+    MembershipFactory.create(tree=reported.tree, user=joerg, role="admin")
+    row = _handle(_raw("invalid.eml"))
+    reported.refresh_from_db()
+    said = commands.parse(_raw("invalid.eml")).commands[0].argument
+    assert not said.isascii()  # quoted-printable UTF-8 in the mail
+    assert (reported.state, reported.reason) == ("invalid", said)
+    assert f"regression {reported.pk} is invalid now (was untriaged)" in row.outcome
