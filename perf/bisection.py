@@ -33,7 +33,7 @@ from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from perf._local import broker_url, database_url
+from perf._local import broker_url, database_url, start_celery_worker
 
 T = TypeVar("T")
 BROKER = broker_url(13)
@@ -64,17 +64,9 @@ BASE = "v6.12.117-debian"  # the default tree's tag (scripts/setup.sh, scripts/d
 
 def start_worker(log: Path) -> subprocess.Popen:
     env = {**os.environ, "RCUBENCH_BENCH_TARGETS": "qemu-x86_64", "RCUBENCH_INSTANCE": "perf-"}
-    cmd = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--pool",
-           "solo", "--concurrency", "1", "--without-gossip", "--without-mingle",
-           "--hostname", "perf-bisect@%h", "--loglevel", "INFO"]  # fmt: skip
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while "ready." not in log.read_text():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            sys.exit(f"the worker did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(0.5)
-    return proc
+    return start_celery_worker(["--pool", "solo", "--concurrency", "1", "--without-gossip",
+                                "--without-mingle", "--hostname", "perf-bisect@%h",
+                                "--loglevel", "INFO"], log, env)  # fmt: skip
 
 
 def wait(what: Callable[[], T | None], timeout: float, step: float = 5.0) -> T:

@@ -30,12 +30,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from perf._local import broker_url, database_url
+from perf._local import start_celery_worker, use_own_services
 
-BROKER = broker_url(13)
 DB_NAME = "rcubench_mailcmd"
-os.environ["CELERY_BROKER_URL"] = BROKER
-os.environ["DATABASE_URL"] = database_url(DB_NAME)
+use_own_services(DB_NAME, 13)
 os.environ["RCUBENCH_ALLOW_FEW_RUNS"] = "1"  # rerun.eml asks for 12 a side
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
@@ -71,18 +69,9 @@ def _free_port() -> int:
 
 
 def _worker(log: Path) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", "control",
-           "--pool", "solo", "--without-gossip", "--without-mingle", "--hostname",
-           "perf-mail@%h", "--loglevel", "INFO"]  # fmt: skip
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ), stdout=out,
-                                stderr=subprocess.STDOUT)  # fmt: skip
-    deadline = time.monotonic() + 60
-    while "ready." not in log.read_text():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            sys.exit(f"the worker did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(0.5)
-    return proc
+    return start_celery_worker(["-Q", "control", "--pool", "solo", "--without-gossip",
+                                "--without-mingle", "--hostname", "perf-mail@%h",
+                                "--loglevel", "INFO"], log)  # fmt: skip
 
 
 def _seed() -> None:

@@ -287,6 +287,17 @@ def test_make_up_runs_gunicorn_as_an_unprivileged_user(service_env):
     assert "web: stopped" in down.stdout, down.stdout + down.stderr
 
 
+def _connected(client: type[smtplib.SMTP], port: int, seconds: float, what: str) -> smtplib.SMTP:
+    """A client connected to 127.0.0.1:`port`, once the process started there listens."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return client("127.0.0.1", port, timeout=5)
+        except OSError:
+            assert time.monotonic() < deadline, what
+            time.sleep(0.2)
+
+
 def test_make_up_starts_a_local_mail_sink_that_keeps_each_message(service_env):
     """`make up` runs aiosmtpd where alerts go to this machine: a message sent to it is a
     file under var/mail/new/, as sent (what `make demo` tells a developer to read)."""
@@ -296,15 +307,7 @@ def test_make_up_starts_a_local_mail_sink_that_keeps_each_message(service_env):
         up = subprocess.run(["bash", "scripts/service.sh", "up", "mail"], cwd=ROOT, env=env,
                             capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
         assert up.returncode == 0, up.stdout + up.stderr
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                smtp = smtplib.SMTP("127.0.0.1", port, timeout=5)
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the mail sink does not listen"
-                time.sleep(0.2)
-        with smtp:
+        with _connected(smtplib.SMTP, port, 30, "the mail sink does not listen") as smtp:
             raw = b"Subject: [rcubench] test\r\nMessage-ID: <t@x>\r\n\r\nbody\r\n"
             smtp.sendmail("rcubench@localhost", ["dev@example.org"], raw)
         (kept,) = (Path(service_env["RCUBENCH_VAR_DIR"]) / "mail" / "new").iterdir()
@@ -329,15 +332,7 @@ def test_make_up_starts_the_mail_command_listener(service_env):
         up = subprocess.run(["bash", "scripts/service.sh", "up", "inbound"], cwd=ROOT, env=env,
                             capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
         assert up.returncode == 0, up.stdout + up.stderr
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                lmtp = smtplib.LMTP("127.0.0.1", port, timeout=5)
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the listener does not listen"
-                time.sleep(0.2)
-        with lmtp:
+        with _connected(smtplib.LMTP, port, 60, "the listener does not listen") as lmtp:
             for _ in range(2):  # the MTA's retry after a lost answer
                 assert lmtp.sendmail("jane@example.org", ["bench@localhost"], raw) == {}
         [row] = InboundMail.objects.all()

@@ -17,6 +17,8 @@ from factory.django import DjangoModelFactory
 from webapp.analysis.models import MetricVerdict
 from webapp.bisections.models import Bisection, Step
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
+from webapp.regressions import services as regressions
+from webapp.regressions.models import Regression
 from webapp.trees.models import Build, PatchSeries, Revision, Tree, TreeMembership
 from webapp.watch.models import Push
 
@@ -286,3 +288,10 @@ class StepFactory(DjangoModelFactory[Step]):
     bisection = SubFactory(BisectionFactory)
     kind = Step.Kind.BISECT
     position = 1
+
+
+def reported_regression(tree: Tree | None = None, shift: float = 16.7) -> Regression:
+    """The regression a finished comparison (bisectable_comparison) reported."""
+    found = regressions.open_for_comparison(bisectable_comparison(tree, shift=shift).pk)
+    assert found is not None
+    return found

@@ -35,18 +35,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from webapp import dispatch, logs
-from webapp.alerts import commands, messages
+from webapp.alerts import commands, messages, services
 from webapp.alerts.models import Alert, InboundMail, Kind
-from webapp.alerts.services import (
-    TEST_A,
-    TEST_B,
-    Recipient,
-    message_id,
-    normalise,
-    opted_out,
-    queue_alerts,
-    skipped_fields,
-)
+from webapp.alerts.services import TEST_A, TEST_B, Recipient, normalise
 from webapp.bisections import services as bisections
 from webapp.bisections.models import Bisection
 from webapp.comparisons.models import Comparison
@@ -434,20 +425,18 @@ def _answer(ctx: Context, lines: list[str]) -> None:
         inbound=ctx.inbound, kind=Kind.REPLY, recipient=to,
         reason="because you sent rcubench a mail command",
         subject=storable(messages.reply_subject(mail.subject or ctx.alert.subject)),
-        message_id=message_id(f"i{ctx.inbound.pk}", Kind.REPLY, to),
+        message_id=services.message_id(f"i{ctx.inbound.pk}", Kind.REPLY, to),
         in_reply_to=mail.message_id, references=" ".join(refs[-20:]),
-        **skipped_fields(Recipient(to, "", skipped=_skipped(to))),
+        **_skipped(to),
     )  # fmt: skip
-    queue_alerts([row], Alert.objects.filter(inbound=ctx.inbound, kind=Kind.REPLY),
-                 inboundmail=ctx.inbound.pk)  # fmt: skip
+    existing = Alert.objects.filter(inbound=ctx.inbound, kind=Kind.REPLY)
+    services.queue_alerts([row], existing, inboundmail=ctx.inbound.pk)
 
 
-def _skipped(address: str) -> str:
-    return (
-        "the address opted out of all rcubench mail (the unsubscribe link)"
-        if opted_out(address)
-        else ""
-    )
+def _skipped(address: str) -> dict[str, str]:
+    """The row's fields for an address that opted out (recorded, never sent)."""
+    skipped = services.OPTED_OUT if services.opted_out(address) else ""
+    return services.skipped_fields(Recipient(address, "", skipped=skipped))
 
 
 def answer_ended(comparison_id: int) -> list[int]:
@@ -462,14 +451,13 @@ def answer_ended(comparison_id: int) -> list[int]:
         if answer is None:
             continue
         refs = messages.message_ids(*answer.references.split(), answer.message_id)
+        to = answer.recipient
         result = Alert(
-            comparison=c, kind=Kind.RESULT, recipient=answer.recipient,
+            comparison=c, kind=Kind.RESULT, recipient=to, subject=answer.subject,
             reason="because your mail command started this comparison",
-            subject=answer.subject, message_id=message_id(f"c{c.pk}", Kind.RESULT,
-                                                          answer.recipient),
-            in_reply_to=answer.message_id, references=" ".join(refs[-20:]),
-            **skipped_fields(Recipient(answer.recipient, "", skipped=_skipped(answer.recipient))),
+            message_id=services.message_id(f"c{c.pk}", Kind.RESULT, to),
+            in_reply_to=answer.message_id, references=" ".join(refs[-20:]), **_skipped(to),
         )  # fmt: skip
-        queued += queue_alerts([result], Alert.objects.filter(comparison=c, kind=Kind.RESULT),
-                               comparison=c.pk)  # fmt: skip
+        existing = Alert.objects.filter(comparison=c, kind=Kind.RESULT)
+        queued += services.queue_alerts([result], existing, comparison=c.pk)
     return queued

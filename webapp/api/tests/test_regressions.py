@@ -3,18 +3,15 @@
 import pytest
 from rest_framework.test import APIClient
 
-from tests.support.factories import MembershipFactory, UserFactory, bisectable_comparison
+from tests.support.factories import MembershipFactory, UserFactory, reported_regression
 from webapp.comparisons.models import Comparison
-from webapp.regressions import services
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def reg():
-    found = services.open_for_comparison(bisectable_comparison(shift=16.7).pk)
-    assert found is not None
-    return found
+    return reported_regression()
 
 
 def _member(reg, role="submitter") -> APIClient:
@@ -26,8 +23,7 @@ def _member(reg, role="submitter") -> APIClient:
 
 
 def test_list_and_detail(reg):
-    other = services.open_for_comparison(bisectable_comparison().pk)
-    assert other is not None
+    other = reported_regression()
     client = APIClient()
     body = client.get("/api/v1/regressions/").json()
     assert [r["id"] for r in body["results"]] == [other.pk, reg.pk]

@@ -3,7 +3,12 @@ test client (the views are thin: the rules are test_services.py's)."""
 
 import pytest
 
-from tests.support.factories import MembershipFactory, UserFactory, bisectable_comparison
+from tests.support.factories import (
+    MembershipFactory,
+    UserFactory,
+    bisectable_comparison,
+    reported_regression,
+)
 from webapp.comparisons.models import Comparison
 from webapp.regressions import services
 
@@ -12,9 +17,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def reg():
-    found = services.open_for_comparison(bisectable_comparison(shift=16.7).pk)
-    assert found is not None
-    return found
+    return reported_regression()
 
 
 def _login(client, reg, role="submitter"):
