@@ -291,12 +291,14 @@ def test_web_answers_healthz_on_localhost_only(stack):
     assert body == {"status": "ok", "failed": [],
                     "checks": {"database": {"ok": True}, "broker": {"ok": True},
                                "libvirt": {"ok": True}}}  # fmt: skip
-    # Only web publishes a port, on 127.0.0.1; PostgreSQL and Redis (whose host ports the
-    # host's own servers hold) are reached by the containers only.
+    # Only web and the mail-command listener (LMTP, for the host's MTA) publish a port, on
+    # 127.0.0.1; PostgreSQL and Redis (whose host ports the host's own servers hold) are
+    # reached by the containers only.
     services = json.loads(stack.compose("config", "--format", "json").stdout)["services"]
     with_ports = {n: s["ports"] for n, s in services.items() if s.get("ports")}
-    assert list(with_ports) == ["web"]
-    assert [p["host_ip"] for p in with_ports["web"]] == ["127.0.0.1"]
+    assert sorted(with_ports) == ["inbound", "web"]
+    for ports in with_ports.values():
+        assert [p["host_ip"] for p in ports] == ["127.0.0.1"]
 
 
 SANDBOX_STEP = """
