@@ -34,7 +34,7 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from webapp import dispatch, logs
+from webapp import access, dispatch, logs
 from webapp.alerts import commands, messages, services
 from webapp.alerts.models import Alert, InboundMail, Kind
 from webapp.alerts.services import TEST_A, TEST_B, Recipient, normalise
@@ -124,23 +124,17 @@ def _why_not_allowed(ctx: Context) -> str | None:
     """None when the sender may command: an account with the address holding a role on the
     tree (or staff), an author of the series, or the pusher of the pushed head."""
     address = ctx.mail.sender.lower()
-    if ctx.regression is not None:
-        tree = ctx.regression.tree
-    elif ctx.comparison is not None:
-        tree = ctx.comparison.revision_a.tree
+    c = ctx.comparison
+    if c is not None:
+        tree = c.revision_a.tree
     else:
         assert ctx.alert.change_point is not None  # noqa: S101 - an alert is about one thing
         tree = ctx.alert.change_point.tree
-    if ctx.account is not None and (
-        ctx.account.is_staff or tree.memberships.filter(user=ctx.account).exists()
-    ):
+    if ctx.account is not None and access.can_submit(ctx.account, tree):
         return None
-    c = ctx.comparison
     if c is not None:
         series = c.revision_b.series
-        authors = (
-            [series.author, *series.patches.values_list("author", flat=True)] if series else []
-        )
+        authors = services.series_authors(series) if series else []
         pushers = [p.pusher_email for p in c.pushes.all()]
         if address in {normalise(a).lower() for a in [*authors, *pushers] if a}:
             return None
@@ -190,11 +184,10 @@ def _act(ctx: Context) -> list[str]:
         try:
             with transaction.atomic():  # a refused command leaves nothing of itself
                 said = handler(ctx, cmd)
-        except (regressions.TransitionRefused, bisections.BisectionRefused) as exc:
-            said = f"refused: {exc}"
         except SubmissionError as exc:
             said = f"refused: {exc.message}"
-        except PermissionDenied as exc:
+        except (regressions.TransitionRefused, bisections.BisectionRefused,
+                PermissionDenied) as exc:  # fmt: skip
             said = f"refused: {exc}"
         out.append(f"> {cmd.text}\n{said}")
         log.info("mail command", inboundmail=ctx.inbound.pk, command=cmd.name,

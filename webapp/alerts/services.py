@@ -37,7 +37,7 @@ from webapp.comparisons.reproducer import public_url, reproducer
 from webapp.comparisons.summary import header, verdict_rows
 from webapp.states import Result
 from webapp.text import storable
-from webapp.trees.models import Tree
+from webapp.trees.models import PatchSeries, Tree
 from webapp.watch.models import ChangePoint
 
 log = logs.get(__name__)
@@ -163,6 +163,11 @@ def member_may_see(address: str, c: Comparison) -> bool:
     return any(access.can_view(u, c) for u in users)
 
 
+def series_authors(series: PatchSeries) -> list[str]:
+    """The series' author and its patches' authors, as their From lines give them."""
+    return [series.author, *series.patches.values_list("author", flat=True)]
+
+
 def comparison_recipients(c: Comparison, kind: str) -> list[Recipient]:
     """Subscribers (users and free addresses), and for a regression the series' authors
     and the pusher; a restricted comparison only to accounts that may see it. Once per
@@ -180,7 +185,7 @@ def comparison_recipients(c: Comparison, kind: str) -> list[Recipient]:
     if kind == Alert.Kind.REGRESSION:
         series = c.revision_b.series
         if series is not None:
-            authors = [series.author, *series.patches.values_list("author", flat=True)]
+            authors = series_authors(series)
             found += [Recipient(a, "as an author of the patch series") for a in authors if a]
         for push in c.pushes.all():
             pusher = getattr(push, "pusher_email", "")

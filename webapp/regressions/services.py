@@ -7,6 +7,7 @@ rules): it takes the row lock, checks the move (models' module docstring) and wh
 it, writes the row and a Transition, and logs one `regression state` line.
 """
 
+import statistics
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -23,7 +24,7 @@ from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.models import Comparison, ComparisonState
 from webapp.regressions.models import CLOSED, OPEN, Regression, RegressionState, Transition, Via
 from webapp.states import Result, log_state
-from webapp.trees.models import Tree, TreeMembership
+from webapp.trees.models import Tree
 from webapp.watch.models import ChangePoint
 
 log = logs.get(__name__)
@@ -135,9 +136,7 @@ def may_triage(user: AnyUser, reg: Regression) -> bool:
     """Staff, and the tree's admins and submitters, who see what it was reported on."""
     if not user.is_authenticated or not visible_regressions(user).filter(pk=reg.pk).exists():
         return False
-    return access.is_tree_admin(user, reg.tree) or access.role(user, reg.tree_id) == (
-        TreeMembership.Role.SUBMITTER
-    )
+    return access.can_submit(user, reg.tree)  # staff, or either role on the tree
 
 
 def transition(
@@ -233,7 +232,7 @@ def visible_regressions(
     points they see (webapp.watch.history.visible_change_points' rule: of their audience,
     at a push with a comparison they see)."""
     qs = Regression.objects.all() if qs is None else qs
-    full = [t.pk for t in access.visible_trees(user) if access.sees_all_of(user, t)]
+    full = access.submittable_trees(user)  # those it sees all of (access.sees_all_of)
     seen = access.visible_comparisons(user, Comparison.objects.filter(pk=OuterRef("comparison")))
     at_push = access.visible_comparisons(
         user, Comparison.objects.filter(pushes=OuterRef("change_point__push"))
@@ -279,10 +278,8 @@ def triage(tree: Tree, user: AnyUser, now: datetime | None = None) -> Triage:
 
     open_rows = [row(r) for r in qs.filter(state__in=OPEN).order_by("opened_at", "pk")]
     closed_rows = [row(r) for r in qs.filter(state__in=CLOSED).order_by("-closed_at")[:50]]
-    hours = sorted(r.first_triage_hours for r in [*open_rows, *closed_rows]
-                   if r.first_triage_hours is not None)  # fmt: skip
-    median = hours[len(hours) // 2] if len(hours) % 2 else (
-        (hours[len(hours) // 2 - 1] + hours[len(hours) // 2]) / 2 if hours else None
-    )  # fmt: skip
+    hours = [r.first_triage_hours for r in [*open_rows, *closed_rows]
+             if r.first_triage_hours is not None]  # fmt: skip
+    median = statistics.median(hours) if hours else None
     untriaged = sum(r.regression.state == S.UNTRIAGED for r in open_rows)
     return Triage(tree, open_rows, closed_rows, median, untriaged)
