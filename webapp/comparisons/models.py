@@ -163,6 +163,16 @@ class Comparison(models.Model):
     analysis_tries = models.PositiveSmallIntegerField(
         default=0, help_text="Tries of the look's analysis so far (RCUBENCH_ANALYSIS_TRIES)."
     )
+    # A sweep's points (webapp/sweeps): comparisons of one cohort run each look's runs in
+    # one interleaved schedule, so a look waits until every unfinished member asks for it.
+    cohort = models.CharField(
+        max_length=64, blank=True, db_index=True,
+        help_text="Comparisons whose runs are scheduled together, look by look (a sweep's "
+        "points); empty: on its own.",
+    )  # fmt: skip
+    waiting_runs = models.PositiveSmallIntegerField(
+        default=0, help_text="Runs per side of its next look, held until its cohort is ready."
+    )
     diagnosis_per_side = models.PositiveSmallIntegerField(
         default=0,
         help_text="Traced diagnostic runs per side and traceable benchmark, scheduled after "

@@ -56,7 +56,7 @@ from webapp.comparisons.diagnostic_runs import (
     schedule_diagnosis,
 )
 from webapp.comparisons.models import Comparison, ComparisonState, Run
-from webapp.comparisons.schedule import abba_slots, replacement_pairs
+from webapp.comparisons.schedule import abba_blocks, abba_slots, interleave, replacement_pairs
 from webapp.comparisons.steps import add_run
 from webapp.states import Result, State, finish_step, log_state
 from webapp.trees.models import Build
@@ -84,6 +84,8 @@ def advance(comparison_id: int) -> None:
         )
         if c.state in (ComparisonState.QUEUED, ComparisonState.BUILDING):
             _advance_builds(c)
+        elif c.state == ComparisonState.RUNNING and c.waiting_runs:
+            _release_on_commit(c.cohort)  # its look waits for the cohort (a lost release)
         elif c.state == ComparisonState.RUNNING:
             _advance_runs(c)
         elif c.state == ComparisonState.ANALYSING and (why := _analysis_lost(c)):
@@ -397,13 +399,59 @@ def advance_unfinished() -> int:
 
 
 def _schedule(c: Comparison, per_side: int) -> None:
-    """Add `per_side` runs of each side for every benchmark, ABBA-interleaved, and send them."""
-    # Reproducible from the stored seed; a schedule, not a secret.
-    rng = random.Random(f"{c.seed}:{c.scheduled_per_side}")  # noqa: S311
-    for bench, side in abba_slots(c.benchmarks, per_side, rng):
+    """Add `per_side` runs of each side for every benchmark, ABBA-interleaved, and send them.
+    A cohort's member holds them (`waiting_runs`) until its cohort is ready."""
+    if c.cohort:
+        c.waiting_runs = per_side
+        _move(c, ComparisonState.RUNNING, ["waiting_runs"], cohort=c.cohort,
+              waiting_runs=per_side)  # fmt: skip
+        _release_on_commit(c.cohort)
+        return
+    for bench, side in abba_slots(c.benchmarks, per_side, _look_rng(c)):
         add_run(c, bench, side)
     c.scheduled_per_side += per_side
     _move(c, ComparisonState.RUNNING, ["scheduled_per_side"], runs_per_side=c.scheduled_per_side)
+
+
+def _look_rng(c: Comparison) -> random.Random:
+    # Reproducible from the stored seed; a schedule, not a secret.
+    return random.Random(f"{c.seed}:{c.scheduled_per_side}")  # noqa: S311
+
+
+def _release_on_commit(cohort: str) -> None:
+    # After this transaction: the release locks every member in pk order, which a
+    # transaction that holds one member's lock must not wait for (two members concluding
+    # at once would deadlock).
+    transaction.on_commit(lambda: release_cohort(cohort))
+
+
+def release_cohort(cohort: str) -> int:
+    """Schedule the next look of every unfinished member of `cohort` as one interleaved
+    schedule (schedule.interleave), once each of them waits for it: built, its runs of the
+    last look analysed, and asking for more. A member still building, running or analysing
+    holds the others; a finished one (decided, failed, cancelled) is left out. Idempotent;
+    returns how many runs it added (0: not ready, or nothing waits)."""
+    with transaction.atomic():
+        members = list(
+            Comparison.objects.select_for_update(of=("self",)).select_related("target")
+            .filter(cohort=cohort).order_by("pk")
+        )  # fmt: skip
+        unfinished = [m for m in members if m.state != ComparisonState.DONE]
+        if not unfinished or any(m.waiting_runs == 0 for m in unfinished):
+            return 0
+        blocks = [abba_blocks(m.benchmarks, m.waiting_runs, _look_rng(m)) for m in unfinished]
+        rng = random.Random(f"{cohort}:{sum(m.scheduled_per_side for m in members)}")  # noqa: S311
+        order = interleave(blocks, rng)
+        for i, (bench, side) in order:
+            add_run(unfinished[i], bench, side)
+        for m in unfinished:
+            m.scheduled_per_side += m.waiting_runs
+            m.waiting_runs = 0
+            _move(m, ComparisonState.RUNNING, ["scheduled_per_side", "waiting_runs"],
+                  runs_per_side=m.scheduled_per_side, cohort=cohort)  # fmt: skip
+        log.info("cohort released", cohort=cohort, comparisons=[m.pk for m in unfinished],
+                 runs=len(order))  # fmt: skip
+        return len(order)
 
 
 def _move(c: Comparison, state: str, also: list[str] | None = None, **fields: object) -> None:
@@ -426,6 +474,8 @@ def _finish(c: Comparison, result: str, error_code: str, message: str) -> None:
     _cancel_runs(c, c.runs.all(), f"comparison ended: {error_code or c.verdict}")
     finish_step(c, unfinished=ACTIVE, result=result, error_code=error_code, error_message=message)
     dispatch.send_notify(c.pk)  # alert mails, if its verdict asks for any (sent on commit)
+    if c.cohort:  # the others no longer wait for it
+        _release_on_commit(c.cohort)
 
 
 def _stale(sent_at: object) -> bool:

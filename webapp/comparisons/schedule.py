@@ -11,8 +11,9 @@ from collections.abc import Sequence
 Slot = tuple[str, str]  # (benchmark, side)
 
 
-def abba_slots(benchmarks: Sequence[str], per_side: int, rng: random.Random) -> list[Slot]:
-    """`per_side` new runs of each side for each benchmark, in the order they should run."""
+def abba_blocks(benchmarks: Sequence[str], per_side: int, rng: random.Random) -> list[list[Slot]]:
+    """`per_side` new runs of each side for each benchmark as ABBA (or BAAB) blocks, in the
+    order they should run."""
     if per_side < 1:
         raise ValueError(f"per_side must be >= 1, got {per_side}")
     blocks: list[list[list[Slot]]] = []
@@ -27,12 +28,28 @@ def abba_slots(benchmarks: Sequence[str], per_side: int, rng: random.Random) -> 
             own.append([(bench, side) for side in sides])
         blocks.append(own)
     # Round-robin over benchmarks, one block at a time, so each sees the same time span.
-    slots: list[Slot] = []
-    for k in range(max(len(b) for b in blocks)):
-        for own in blocks:
-            if k < len(own):
-                slots.extend(own[k])
-    return slots
+    return [own[k] for k in range(max(len(b) for b in blocks)) for own in blocks if k < len(own)]
+
+
+def abba_slots(benchmarks: Sequence[str], per_side: int, rng: random.Random) -> list[Slot]:
+    """`per_side` new runs of each side for each benchmark, in the order they should run."""
+    return [slot for block in abba_blocks(benchmarks, per_side, rng) for slot in block]
+
+
+def interleave(
+    members: Sequence[Sequence[list[Slot]]], rng: random.Random
+) -> list[tuple[int, Slot]]:
+    """The blocks of several comparisons run as one schedule (a sweep's points: one pair of
+    kernels on several targets or command lines), as (member index, slot): round k holds
+    every member's k-th block, the members in a fresh random order each round. So no member
+    runs after another, and a drift in the host falls on every member alike."""
+    order: list[tuple[int, Slot]] = []
+    for k in range(max((len(m) for m in members), default=0)):
+        round_ = [i for i, m in enumerate(members) if k < len(m)]
+        rng.shuffle(round_)
+        for i in round_:
+            order.extend((i, slot) for slot in members[i][k])
+    return order
 
 
 Replacement = tuple[str, str, int | None]  # (benchmark, side, which failed run it replaces)

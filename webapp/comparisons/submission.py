@@ -84,6 +84,9 @@ class ComparisonRequest:
     # operator's own command line on the server, which may submit anywhere.
     submitted_by: int | None = None
     visibility: str = ""  # "public" or "restricted"; empty: the tree's default
+    # Comparisons of one cohort schedule each look's runs together (a sweep's points:
+    # orchestrator.release_cohort). Not offered by the form or the API.
+    cohort: str = ""
 
 
 def submit_comparison(req: ComparisonRequest) -> Comparison:
@@ -131,7 +134,7 @@ def submit_comparison(req: ComparisonRequest) -> Comparison:
             min_runs=req.min_runs, max_runs=req.max_runs, alpha=req.alpha,
             threshold_pct=req.threshold_pct, trigger=req.trigger,
             requested_by=req.requested_by, submitted_by_id=req.submitted_by,
-            visibility=visibility, **seed,
+            visibility=visibility, cohort=req.cohort, **seed,
         )  # fmt: skip
         log.info(
             "comparison state", comparison=comparison.pk, state=comparison.state,
