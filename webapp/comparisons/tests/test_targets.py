@@ -314,3 +314,14 @@ def test_two_calls_at_once_make_one_row():
     assert blocked, "B never waited on A's row: the race was not run"
     assert got["a"].pk == got["b"].pk
     assert Target.objects.filter(base=base).count() == 1
+
+
+def test_the_admin_lists_derived_targets_with_their_base(admin_client):
+    base = _x86()
+    derived_target(base, Topology(1, 4, 2))
+    page = admin_client.get("/admin/comparisons/target/?base__isempty=0").content.decode()
+    assert "x86-smt--1x4x2" in page
+    assert ">x86-smt</td>" in page  # the base column
+    assert "bench.x86-smt" in page
+    own = admin_client.get("/admin/comparisons/target/?base__isempty=1").content.decode()
+    assert "x86-smt--1x4x2" not in own
