@@ -75,7 +75,9 @@ def unserved_reason(target: Target) -> str | None:
     """Why a comparison on `target` would never run, or None when a worker serves it."""
     if served_by(target):
         return None
+    # A derived target is served with its base: the patterns must match the base's name.
+    it = "it" if target.base is None else f"its base {target.base.name}"
     return (
         f"no worker serves target {target.name} (its queue {target.queue}): start a worker "
-        "with RCUBENCH_SERVE matching it"
+        f"with RCUBENCH_SERVE matching {it}"
     )

@@ -223,7 +223,7 @@ def test_a_derived_target_is_served_when_its_base_is(settings):
     derived = derived_target(base, Topology(1, 4, 2))
     assert unserved_reason(derived) == (
         "no worker serves target x86-smt--1x4x2 (its queue bench.x86-smt): start a worker "
-        "with RCUBENCH_SERVE matching it"
+        "with RCUBENCH_SERVE matching its base x86-smt"
     )
     ServedQueue.objects.create(queue=base.queue, worker="bench@host", seen_at=timezone.now())
     assert served_by(derived) == served_by(base) == ["bench@host"]
