@@ -293,6 +293,12 @@ RCUBENCH_CONTENTION_IMBALANCE = env.float(
 # vCPUs + 1 (libvirt cputune). Off where several bench workers share one host: each would
 # pin its guests to the same CPUs.
 RCUBENCH_VM_PIN = env.bool("RCUBENCH_VM_PIN", default=True)
+# The most vCPUs one guest may have on this deployment's bench hosts: a target derived for a
+# sweep (engine/vm/topology.py) with more is refused when the sweep is submitted. 16 is
+# the largest shape the sweeps are accepted at (ppc64le 2 cores x SMT8); under TCG each
+# vCPU is a host thread, so a 2-core host runs 16 (slowly: boots take longer). Set it to
+# what the smallest host serving QEMU targets should run.
+RCUBENCH_MAX_VCPUS = env.int("RCUBENCH_MAX_VCPUS", default=16)
 
 # --- kernels on other hosts (engine/build/artifacts.py) ---
 # A runner host whose build store is elsewhere fetches kernels from the build host's

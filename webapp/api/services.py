@@ -19,7 +19,7 @@ from webapp.analysis.models import MetricVerdict
 from webapp.bisections import services as bisection_services
 from webapp.bisections.models import Bisection
 from webapp.comparisons import diagnostic_runs
-from webapp.comparisons.models import Comparison, Measurement, Run, Target
+from webapp.comparisons.models import NOT_DERIVED, Comparison, Measurement, Run, Target
 from webapp.comparisons.names import name_annotations
 from webapp.comparisons.reproducer import public_url
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
@@ -58,7 +58,8 @@ def can_submit(user: AnyUser, tree: Tree) -> bool:
 
 
 def targets() -> QuerySet[Target]:
-    return Target.objects.order_by("name")
+    """Targets with their own queue: those derived for sweeps are the sweeps' detail."""
+    return Target.objects.filter(NOT_DERIVED).order_by("name")
 
 
 @dataclass(frozen=True)

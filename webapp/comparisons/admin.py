@@ -7,8 +7,12 @@ from webapp.comparisons.models import Comparison, Measurement, Run, Target
 
 @admin.register(Target)
 class TargetAdmin(admin.ModelAdmin):
-    list_display = ["name", "kind", "arch", "machine", "topology", "memory_mb", "queue", "enabled"]
-    list_filter = ["kind", "arch", "enabled"]
+    list_display = [
+        "name", "kind", "arch", "machine", "topology", "memory_mb", "queue", "enabled", "base"
+    ]  # fmt: skip
+    # "base": empty for a target of its own, set for one generated for sweeps.
+    list_filter = ["kind", "arch", "enabled", ("base", admin.EmptyFieldListFilter)]
+    list_select_related = ["base"]
     search_fields = ["name", "description"]
 
     @admin.display(description="sockets x cores x threads")

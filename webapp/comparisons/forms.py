@@ -11,7 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from benchmarks.registry import BENCHMARKS
 from stats import defaults
 from webapp import access
-from webapp.comparisons.models import Comparison, Target
+from webapp.comparisons.models import NOT_DERIVED, Comparison, Target
 
 # The fuzz fallback, in the words of ComparisonRequest.patch_fallback.
 FUZZ_NOTE = (
@@ -84,7 +84,8 @@ class SubmitForm(forms.Form):
             (name, f"{name}: {b.spec.description}") for name, b in BENCHMARKS.items()
         ]
         self.fields["benchmarks"].initial = ["sync-rcu-latency"]
-        targets = Target.objects.filter(enabled=True).order_by("name")
+        # Targets derived for sweeps are a sweep's business, not a choice of their own.
+        targets = Target.objects.filter(NOT_DERIVED, enabled=True).order_by("name")
         self.fields["target"].choices = [  # type: ignore[attr-defined]
             (t.name, f"{t.name} ({t.arch}{': ' + t.description if t.description else ''})")
             for t in targets

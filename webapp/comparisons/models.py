@@ -3,6 +3,7 @@
 import secrets
 
 from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
@@ -21,7 +22,12 @@ from webapp.trees.models import Build, Revision
 
 
 class Target(models.Model):
-    """Where runs execute: a QEMU machine shape or a pool of lab machines; one queue each."""
+    """Where runs execute: a QEMU machine shape or a pool of lab machines; one queue each.
+
+    A derived target (`base` set) is a QEMU target generated from its base with another
+    topology, for a sweep (webapp/comparisons/targets.py): it runs on its base's queue, by
+    the workers that serve the base, and is enabled only while its base is.
+    """
 
     class Kind(models.TextChoices):
         QEMU = "qemu", "QEMU VM under libvirt"
@@ -41,6 +47,14 @@ class Target(models.Model):
     )
     enabled = models.BooleanField(default=True)
     description = models.TextField(blank=True)
+    base = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="derived",
+        help_text="Set on a target generated from this one with another topology (a sweep's).",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -48,6 +62,13 @@ class Target(models.Model):
             models.CheckConstraint(
                 condition=Q(sockets__gte=1, cores__gte=1, threads__gte=1),
                 name="target_topology_positive",
+            ),
+            # A lab pool's machines are what they are: only a QEMU shape can be derived.
+            # (That the base is no derived target itself is Target.clean's and the
+            # service's: a check constraint sees one row.)
+            models.CheckConstraint(
+                condition=Q(base__isnull=True) | (Q(kind="qemu") & ~Q(base=F("id"))),
+                name="target_derived_is_qemu",
             ),
         ]
 
@@ -60,12 +81,56 @@ class Target(models.Model):
 
     @property
     def queue(self) -> str:
-        """The Celery queue whose workers run this target's benchmarks."""
-        return bench_queue(self.name)
+        """The Celery queue whose workers run this target's benchmarks: a derived target's
+        is its base's (the base's workers boot any topology; the run reads it from here)."""
+        return bench_queue(self.base.name if self.base is not None else self.name)
 
     @property
     def is_lab(self) -> bool:
         return self.kind == self.Kind.LAB
+
+    @property
+    def is_derived(self) -> bool:
+        return self.base_id is not None
+
+    @property
+    def active(self) -> bool:
+        """Enabled, and for a derived target its base enabled too."""
+        return self.enabled and (self.base is None or self.base.enabled)
+
+    def clean(self) -> None:
+        """What the admin refuses of a derived target (the service never makes one)."""
+        super().clean()
+        if self.base is None:
+            return
+        if why := derivation_refusal(self.base):
+            raise ValidationError({"base": why})
+        if self.base.pk == self.pk:
+            raise ValidationError({"base": "a target is not derived from itself"})
+        if self.pk is not None and self.derived.exists():
+            raise ValidationError({"base": f"targets are derived from {self.name}: it is a base"})
+        fields = ("kind", "arch", "machine")
+        differ = [f for f in fields if getattr(self, f) != getattr(self.base, f)]
+        if differ:
+            raise ValidationError({"base": f"a derived target has its base's {', '.join(differ)}"})
+
+
+def derivation_refusal(base: Target) -> str | None:
+    """Why no target may be derived from `base`, or None."""
+    if base.base_id is not None:
+        return f"target {base.name} is itself derived (from {base.base}): derive from {base.base}"
+    if base.is_lab:
+        return (
+            f"target {base.name} is a lab pool: its machines have the topology they have, "
+            "none can be derived"
+        )
+    return None
+
+
+# Targets a submission may use: enabled, and a derived one's base enabled too (Target.active).
+ENABLED_TARGETS = Q(enabled=True) & (Q(base__isnull=True) | Q(base__enabled=True))
+# Targets with a queue of their own, which the form and the API offer: none derived for sweeps.
+NOT_DERIVED = Q(base__isnull=True)
 
 
 class ComparisonState(models.TextChoices):

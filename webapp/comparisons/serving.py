@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
-from webapp.comparisons.models import ServedQueue, Target
+from webapp.comparisons.models import NOT_DERIVED, ServedQueue, Target
 
 # Rows of workers gone this long are deleted (by any worker's poll).
 FORGET_AFTER = timedelta(days=1)
@@ -32,9 +32,10 @@ def matches(name: str, patterns: Iterable[str]) -> bool:
 
 
 def target_queues(patterns: Iterable[str]) -> dict[str, str]:
-    """The queue of every enabled target whose name matches `patterns`, to its name."""
+    """The queue of every enabled target whose name matches `patterns`, to its name. A
+    derived target has no queue of its own: it is served with its base's."""
     patterns = [p.strip() for p in patterns if p.strip()]
-    names = Target.objects.filter(enabled=True).values_list("name", flat=True)
+    names = Target.objects.filter(NOT_DERIVED, enabled=True).values_list("name", flat=True)
     return {Target(name=name).queue: name for name in names if matches(name, patterns)}
 
 
@@ -74,7 +75,9 @@ def unserved_reason(target: Target) -> str | None:
     """Why a comparison on `target` would never run, or None when a worker serves it."""
     if served_by(target):
         return None
+    # A derived target is served with its base: the patterns must match the base's name.
+    it = "it" if target.base is None else f"its base {target.base.name}"
     return (
         f"no worker serves target {target.name} (its queue {target.queue}): start a worker "
-        "with RCUBENCH_SERVE matching it"
+        f"with RCUBENCH_SERVE matching {it}"
     )

@@ -204,13 +204,17 @@ def _visibility(asked: str, tree: Tree) -> str:
 
 
 def _target(name: str, arch: str) -> Target:
-    target = Target.objects.filter(name=name).first()
+    target = Target.objects.select_related("base").filter(name=name).first()
     if target is None:
         raise SubmissionError("target", f"no target named {name!r}")
     if arch and target.arch != arch:
         raise SubmissionError("arch", f"target {target.name} is {target.arch}, not {arch}")
     if not target.enabled:
         raise SubmissionError("target", f"target {target.name} is disabled")
+    if not target.active:  # a derived target's base
+        raise SubmissionError(
+            "target", f"target {target.name} is disabled: its base {target.base} is"
+        )
     # Either would leave the comparison waiting in its queue forever.
     reason = pools.unserved_reason(target)  # a lab pool whose hosts are all disabled
     if not reason and settings.RCUBENCH_REQUIRE_SERVED_TARGETS:
