@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("comparisons", "0016_alter_comparison_trigger"),
+        ("comparisons", "0017_cohort"),
     ]
 
     operations = [
