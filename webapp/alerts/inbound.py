@@ -94,13 +94,16 @@ class Context:
 
 def _answered(mail: commands.InboundMail) -> Alert | None:
     """The rcubench mail this one answers: the nearest of its parents that is ours (an
-    answer to a command's answer goes back to the mail that command answered)."""
+    answer to a command's answer goes back to the mail that command answered, and an answer
+    to a regression's later move to the report it was threaded under)."""
     by_id = {a.message_id: a for a in Alert.objects.filter(message_id__in=mail.parents)
              .select_related("inbound__answers")}  # fmt: skip
     for parent in mail.parents:
         alert = by_id.get(parent)
         if alert is not None and alert.inbound is not None:
             alert = alert.inbound.answers
+        if alert is not None and alert.transition_id is not None:
+            alert = Alert.objects.filter(message_id=alert.in_reply_to).first()
         if alert is not None:
             return alert
     return None
