@@ -112,6 +112,43 @@ def test_a_stranger_is_told_and_nothing_moves(reported, smtp):
     _answer(smtp, row)
 
 
+def test_the_original_recipients_command_only_where_the_trees_policy_says_so(reported, smtp):
+    """Jane got the report (ALERT_ID) but has no account here: refused under the default
+    policy (members), which the answer names; acted on under `recipients`."""
+    row = _handle(_raw("ack.eml"))
+    assert ("Nothing was done: Jane.Dev@dev.example.org may not command rcubench on tree "
+            f"{reported.tree.name}: its policy (members) takes mail commands from the "
+            "tree's members") in row.outcome  # fmt: skip
+    reported.refresh_from_db()
+    assert reported.state == "untriaged"
+    reported.tree.mail_commands_from = "recipients"
+    reported.tree.save(update_fields=["mail_commands_from"])
+    _handle(_raw("ack.eml").replace(b"<awoxT2vmeMnx396B@", b"<again@"))
+    reported.refresh_from_db()
+    assert reported.state == "acknowledged"
+    moved = reported.transitions.last()
+    assert moved is not None
+    assert (moved.by, moved.by_address) == (None, JANE_AS_SENT)
+
+
+def test_a_stranger_is_refused_under_either_policy(reported, smtp):
+    """Jörg got no mail of rcubench's (invalid.eml); Jane's report that the server refused
+    does not make her a recipient."""
+    reported.tree.mail_commands_from = "recipients"
+    reported.tree.save(update_fields=["mail_commands_from"])
+    row = _handle(_raw("invalid.eml"))
+    assert ("joerg@tester.example.org may not command rcubench on tree "
+            f"{reported.tree.name}: its policy (recipients) takes mail commands from the "
+            "tree's members (by their account's address), the series' authors and the "
+            "pusher, and every address the answered mail was sent to") in row.outcome  # fmt: skip
+    Alert.objects.filter(message_id=ALERT_ID).update(state="failed")
+    row = _handle(_raw("ack.eml"))
+    assert "Nothing was done: Jane.Dev@dev.example.org may not command" in row.outcome
+    reported.refresh_from_db()
+    assert (reported.state, reported.transitions.count()) == ("untriaged", 1)
+    _answer(smtp, row)  # the refusal is answered like any other
+
+
 def test_a_series_author_may_command_without_an_account(reported, smtp):
     series = reported.comparison.revision_b.series
     series.author = "Jane Developer <jane.dev@dev.example.org>"
