@@ -208,7 +208,7 @@ def _act(ctx: Context) -> list[str]:
             with transaction.atomic():  # a refused command leaves nothing of itself
                 said = handler(ctx, cmd)
         except SubmissionError as exc:
-            said = f"refused: {exc.message}"
+            said = f"refused: {exc.message}" + _quoted_detail(exc.detail)
         except (regressions.TransitionRefused, bisections.BisectionRefused,
                 PermissionDenied) as exc:  # fmt: skip
             said = f"refused: {exc}"
@@ -216,6 +216,16 @@ def _act(ctx: Context) -> list[str]:
         log.info("mail command", inboundmail=ctx.inbound.pk, command=cmd.name,
                  sender=ctx.mail.sender, answer=said[:200])  # fmt: skip
     return out
+
+
+def _quoted_detail(detail: str, limit: int = 40) -> str:
+    """The tool's own words under a refusal (git's "error: patch failed: <file>:<line>"
+    for a patch that does not apply), indented, at most `limit` lines."""
+    lines = detail.strip().splitlines()
+    if not lines:
+        return ""
+    more = [f"    ({len(lines) - limit} more lines)"] if len(lines) > limit else []
+    return "\n  git said:\n" + "\n".join([*(f"    {ln}" for ln in lines[:limit]), *more])
 
 
 # --- the commands -------------------------------------------------------------------------
