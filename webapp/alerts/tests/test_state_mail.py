@@ -6,14 +6,24 @@ smtp)."""
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
-from tests.support.factories import MembershipFactory, UserFactory, bisectable_comparison
+from tests.support.factories import (
+    MembershipFactory,
+    TargetFactory,
+    TreeFactory,
+    UserFactory,
+    bisectable_comparison,
+    watched_head,
+)
 from webapp.alerts import delivery, inbound, services
 from webapp.alerts.models import Alert, OptOut
 from webapp.celery import app
+from webapp.regressions import rules
 from webapp.regressions import services as regressions
 from webapp.regressions.rules import RULE
 from webapp.routing import NOTIFY_TRANSITION
+from webapp.watch.models import Push
 
 pytestmark = pytest.mark.django_db
 
@@ -162,3 +172,42 @@ def test_a_command_in_reply_to_a_state_mail_acts_on_the_regression(reported, smt
     assert row.answers.message_id == ALERT_ID
     reported.refresh_from_db()
     assert reported.state == "acknowledged"
+
+
+def test_auto_fixed_on_a_real_history_of_pushes_is_mailed_under_the_pushs_report(
+    smtp, monkeypatch, django_capture_on_commit_callbacks
+):
+    """Head 8 of a watched branch regressed (+10%) and was reported to its pusher; heads 12
+    and 13 are back: the watch tick's rules close it as fixed, and the move goes, once
+    committed, through the dispatch door into the report's thread."""
+    tree, target = TreeFactory.create(name="rcu"), TargetFactory.create()
+    heads = [watched_head(tree, target, n, 6.0 if n < 8 else 6.6,
+                          verdict="regression" if n == 8 else "no-meaningful-change")
+             for n in range(12)]  # fmt: skip
+    reg = regressions.open_for_comparison(heads[8][1].pk)
+    assert reg is not None
+    report = Alert.objects.create(
+        comparison=heads[8][1], kind="regression", recipient=JANE, state="sent",
+        subject="[rcubench] rcu/master: writer_duration +10.0% regression at 0123456789ab",
+        message_id="<rcubench.c8.pusher@bench.example.org>",
+    )  # fmt: skip
+    watched_head(tree, target, 12, 6.0, verdict="improvement")
+    last, c = watched_head(tree, target, 13, 6.05)
+    Push.objects.update(checked_at=timezone.now())
+    sent: list[tuple[str, tuple]] = []
+    monkeypatch.setattr(app, "send_task", lambda name, args=(), **kw: sent.append((name, args)))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert rules.apply_rules() == 1
+    [(name, (transition_pk,))] = sent
+    assert name == NOTIFY_TRANSITION
+    services.notify_transition(transition_pk)
+    [row] = _deliver(transition_pk)
+    assert (row.recipient, row.state) == (JANE, "sent")
+    msg = smtp.to(JANE)[0].message
+    assert (msg["In-Reply-To"], msg["Subject"]) == (report.message_id, f"Re: {report.subject}")
+    body = _words(msg)
+    assert (
+        f"Regression {reg.pk} is fixed now (was untriaged), moved by rcubench's fixed rule." in body
+    )
+    assert f"Fixed by: {last.after[:12]} (comparison {c.pk})" in body
+    assert "the newest 2 tested heads are within 2% of the baseline's 6.035" in body
