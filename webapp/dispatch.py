@@ -22,6 +22,7 @@ from webapp.routing import (
     NOTIFY_BISECTION,
     NOTIFY_CHANGE_POINT,
     NOTIFY_COMPARISON,
+    NOTIFY_TRANSITION,
     PROCESS_INBOUND,
     PROCESS_PUSH,
     RUN_BENCHMARK,
@@ -77,6 +78,11 @@ def send_notify_change_point(change_point_id: int) -> None:
 def send_process_inbound(inbound_id: int) -> None:
     """Read a stored inbound mail and act on its commands (control queue)."""
     _send(PROCESS_INBOUND, inbound_id)
+
+
+def send_notify_transition(transition_id: int) -> None:
+    """Mail a regression's move into its report's thread (control queue)."""
+    _send(NOTIFY_TRANSITION, transition_id)
 
 
 def send_alert(alert_id: int) -> None:

@@ -40,6 +40,7 @@ SEND_ALERT = "rcubench.control.send_alert"
 RESEND_LOST_ALERTS = "rcubench.control.resend_lost_alerts"
 ADVANCE_BISECTION = "rcubench.control.advance_bisection"
 NOTIFY_BISECTION = "rcubench.control.notify_bisection"
+NOTIFY_TRANSITION = "rcubench.control.notify_transition"
 
 
 class UnroutedTask(ValueError):

@@ -8,11 +8,11 @@ from webapp.alerts.models import Alert, OptOut, Subscription
 class AlertAdmin(admin.ModelAdmin):
     """Read-only: a row is the record of a mail that went out (or did not)."""
 
-    list_display = ["pk", "comparison", "change_point", "bisection", "kind", "recipient", "state",
-                    "attempts", "sent_at"]  # fmt: skip
+    list_display = ["pk", "comparison", "change_point", "bisection", "transition", "kind",
+                    "recipient", "state", "attempts", "sent_at"]  # fmt: skip
     list_filter = ["kind", "state"]
     search_fields = ["recipient", "subject", "message_id", "in_reply_to"]
-    raw_id_fields = ["comparison", "change_point", "bisection"]
+    raw_id_fields = ["comparison", "change_point", "bisection", "inbound", "transition"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

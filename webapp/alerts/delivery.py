@@ -73,10 +73,11 @@ def _data(smtp: smtplib.SMTP, data: bytes) -> str:
 def _record(pk: int, state: str, from_states: tuple[str, ...], **fields: object) -> bool:
     done = Alert.objects.filter(pk=pk, state__in=from_states).update(state=state, **fields)
     if done:
-        alert = Alert.objects.values("comparison_id", "change_point_id", "bisection_id").get(pk=pk)
+        alert = Alert.objects.values("comparison_id", "change_point_id", "bisection_id",
+                                     "transition_id").get(pk=pk)  # fmt: skip
         log.info("alert state", alert=pk, comparison=alert["comparison_id"],
                  change_point=alert["change_point_id"], bisection=alert["bisection_id"],
-                 state=state,
+                 transition=alert["transition_id"], state=state,
                  reason=str(fields.get("last_error", ""))[:200])  # fmt: skip
     return bool(done)
 
@@ -91,12 +92,15 @@ def _checked(alert: Alert) -> str | None:
     restricted comparison; None when it may."""
     if opted_out(alert.recipient):
         return "the address opted out before the mail was sent"
-    # A culprit's mail tells of its comparison: it obeys that comparison's visibility.
+    # A culprit's mail tells of its comparison, and a regression's move of what reported
+    # it: each obeys that comparison's visibility (or the change point's audience).
+    reg = alert.transition.regression if alert.transition else None
     c = alert.comparison or (alert.bisection.comparison if alert.bisection else None)
+    c = c or (reg.comparison if reg else None)
     if (c is not None and c.visibility == Comparison.Visibility.RESTRICTED
             and not member_may_see(alert.recipient, c)):  # fmt: skip
         return "the comparison is restricted and this address's account may not see it"
-    cp = alert.change_point
+    cp = alert.change_point or (reg.change_point if reg else None)
     if cp is not None and cp.audience == ChangePoint.Audience.MEMBERS:
         users = User.objects.filter(email__iexact=alert.recipient, is_active=True)
         if not any(access.sees_all_of(u, cp.tree) for u in users):
@@ -111,7 +115,13 @@ def deliver(alert_id: int) -> str:
     with transaction.atomic():
         alert = (
             Alert.objects.select_for_update(of=("self",))
-            .select_related("comparison", "change_point__tree", "bisection__comparison")
+            .select_related(
+                "comparison",
+                "change_point__tree",
+                "bisection__comparison",
+                "transition__regression__comparison",
+                "transition__regression__change_point__tree",
+            )
             .get(pk=alert_id)
         )
         if alert.state == State.SENDING:

@@ -8,7 +8,9 @@ sends its processing to the control queue; process() reads it:
   talking in the thread; a direct reply to rcubench it could not read is answered, to say
   why) are ignored, never answered: rcubench loops with no robot and spams no thread;
 - a sender who is not allowed (an active account with the address holding a role on the
-  tree, the series' authors, the pusher) gets an answer that says so, and nothing starts;
+  tree, the series' authors, the pusher; and where the tree's policy says `recipients`,
+  every address the answered mail was sent to) gets an answer that names the policy, and
+  nothing starts;
 - each command is acted on, or refused with the reason, and the answer lists them all,
   threaded under the command's mail (In-Reply-To it, References its chain), with links.
 The From address is trusted as the MTA handed it over: checking it (SPF, DKIM, DMARC) is the
@@ -36,7 +38,7 @@ from django.utils import timezone
 
 from webapp import access, dispatch, logs
 from webapp.alerts import commands, messages, services
-from webapp.alerts.models import Alert, InboundMail, Kind
+from webapp.alerts.models import EVENTS, Alert, InboundMail, Kind
 from webapp.alerts.services import TEST_A, TEST_B, Recipient, normalise
 from webapp.bisections import services as bisections
 from webapp.bisections.models import Bisection
@@ -47,6 +49,7 @@ from webapp.regressions import services as regressions
 from webapp.regressions.models import Regression
 from webapp.states import log_state
 from webapp.text import storable
+from webapp.trees.models import Tree
 
 log = logs.get(__name__)
 State = InboundMail.State
@@ -94,13 +97,16 @@ class Context:
 
 def _answered(mail: commands.InboundMail) -> Alert | None:
     """The rcubench mail this one answers: the nearest of its parents that is ours (an
-    answer to a command's answer goes back to the mail that command answered)."""
+    answer to a command's answer goes back to the mail that command answered, and an answer
+    to a regression's later move to the report it was threaded under)."""
     by_id = {a.message_id: a for a in Alert.objects.filter(message_id__in=mail.parents)
              .select_related("inbound__answers")}  # fmt: skip
     for parent in mail.parents:
         alert = by_id.get(parent)
         if alert is not None and alert.inbound is not None:
             alert = alert.inbound.answers
+        if alert is not None and alert.transition_id is not None:
+            alert = Alert.objects.filter(message_id=alert.in_reply_to).first()
         if alert is not None:
             return alert
     return None
@@ -120,10 +126,21 @@ def _regression_of(alert: Alert, c: Comparison | None) -> Regression | None:
     return Regression.objects.filter(change_point_id=alert.change_point_id).first()
 
 
+def _recipients(alert: Alert) -> set[str]:
+    """The addresses the answered mail was sent to: its rows for the same event and kind
+    that the server took."""
+    event = next(e for e in EVENTS if getattr(alert, f"{e}_id") is not None)
+    rows = Alert.objects.filter(kind=alert.kind, state=Alert.State.SENT,
+                                **{f"{event}_id": getattr(alert, f"{event}_id")})  # fmt: skip
+    return {normalise(r).lower() for r in rows.values_list("recipient", flat=True)} - {""}
+
+
 def _why_not_allowed(ctx: Context) -> str | None:
-    """None when the sender may command: an account with the address holding a role on the
-    tree (or staff), an author of the series, or the pusher of the pushed head."""
-    address = ctx.mail.sender.lower()
+    """None when the sender may command under the tree's policy (Tree.mail_commands_from):
+    an account with the address holding a role on the tree (or staff), an author of the
+    series, or the pusher of the pushed head; under `recipients`, also an address the
+    answered mail was sent to."""
+    address = normalise(ctx.mail.sender).lower()
     c = ctx.comparison
     if c is not None:
         tree = c.revision_a.tree
@@ -138,9 +155,15 @@ def _why_not_allowed(ctx: Context) -> str | None:
         pushers = [p.pusher_email for p in c.pushes.all()]
         if address in {normalise(a).lower() for a in [*authors, *pushers] if a}:
             return None
+    policy = Tree.MailCommandsFrom(tree.mail_commands_from)
+    if policy == Tree.MailCommandsFrom.RECIPIENTS and address in _recipients(ctx.alert):
+        return None
+    taken = ("the tree's members (by their account's address), the series' authors and the "
+             "pusher")  # fmt: skip
+    if policy == Tree.MailCommandsFrom.RECIPIENTS:
+        taken += ", and every address the answered mail was sent to"
     return (f"{ctx.mail.sender or 'this sender'} may not command rcubench on tree {tree.name}: "
-            "mail commands are taken from the tree's members (by their account's address), "
-            "the series' authors and the pusher")  # fmt: skip
+            f"its policy ({policy.value}) takes mail commands from {taken}")  # fmt: skip
 
 
 def process(inbound_id: int) -> str:
@@ -185,7 +208,7 @@ def _act(ctx: Context) -> list[str]:
             with transaction.atomic():  # a refused command leaves nothing of itself
                 said = handler(ctx, cmd)
         except SubmissionError as exc:
-            said = f"refused: {exc.message}"
+            said = f"refused: {exc.message}" + _quoted_detail(exc.detail)
         except (regressions.TransitionRefused, bisections.BisectionRefused,
                 PermissionDenied) as exc:  # fmt: skip
             said = f"refused: {exc}"
@@ -193,6 +216,16 @@ def _act(ctx: Context) -> list[str]:
         log.info("mail command", inboundmail=ctx.inbound.pk, command=cmd.name,
                  sender=ctx.mail.sender, answer=said[:200])  # fmt: skip
     return out
+
+
+def _quoted_detail(detail: str, limit: int = 40) -> str:
+    """The tool's own words under a refusal (git's "error: patch failed: <file>:<line>"
+    for a patch that does not apply), indented, at most `limit` lines."""
+    lines = detail.strip().splitlines()
+    if not lines:
+        return ""
+    more = [f"    ({len(lines) - limit} more lines)"] if len(lines) > limit else []
+    return "\n  git said:\n" + "\n".join([*(f"    {ln}" for ln in lines[:limit]), *more])
 
 
 # --- the commands -------------------------------------------------------------------------

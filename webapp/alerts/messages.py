@@ -238,6 +238,36 @@ def command_answer_body(outcome: str, links: Links, reason: str) -> str:
     return "\n".join(parts) + "\n"
 
 
+@dataclass(frozen=True)
+class StateFacts:
+    """A reported regression's move, as its report's thread is told it."""
+
+    regression_id: int
+    was: str
+    now: str
+    by: str  # who or what moved it, and through which door
+    note: str
+    fixed_by: str
+    duplicate_of: str  # "regression N: <its page>", or ""
+    regression_url: str
+
+
+def state_body(f: StateFacts, links: Links, reason: str) -> str:
+    """The short mail of a regression's later move, under the mail that reported it."""
+    lines = [_para(f"Regression {f.regression_id} is {f.now} now (was {f.was}), moved by "
+                   f"{f.by}."), ""]  # fmt: skip
+    if f.fixed_by:
+        lines.append(_para(f"Fixed by: {f.fixed_by}"))
+    if f.duplicate_of:
+        lines.append(_para(f"Duplicate of {f.duplicate_of}"))
+    if f.note:
+        lines += ["Note:", _para(f.note, "  ")]
+    if lines[-1]:
+        lines.append("")
+    return "\n".join([*lines, "The regression, what was reported and its history of states:",
+                      f"  {f.regression_url}", "", *_footer(reason, links)]) + "\n"  # fmt: skip
+
+
 def _kernel_block(k: KernelFacts) -> str:
     """The kernel's name, then the full shas (once in the mail: the name has 12 digits)
     and the series' message-id, each on a line of its own for copying."""

@@ -1,10 +1,14 @@
 """Outgoing alert mails, who asked for them and who asked not to get them.
 
 One Alert row per message and recipient, about one event: a comparison, a change point, a
-bisection's confirmed culprit, or a mail command it answers (InboundMail). Its unique key
+bisection's confirmed culprit, a mail command it answers (InboundMail), or a reported
+regression's later move (a regressions Transition, mailed into the report's thread). Its unique key
 (the event, kind, recipient) is the idempotency key that keeps a task run twice from
 sending a second mail (docs/alerts.md, delivery guarantees).
 """
+
+import functools
+import operator
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
@@ -24,9 +28,24 @@ class Kind(models.TextChoices):
     # comparison a mail command started, to its sender, in the command's thread.
     REPLY = "reply"
     RESULT = "result"
+    # A regression's later move (a rule's fixed or inactive, a person's), to the recipients
+    # of the mail that reported it, in that mail's thread.
+    STATE = "state"
 
 
-SUBSCRIBABLE = [(v, label) for v, label in Kind.choices if v not in (Kind.REPLY, Kind.RESULT)]
+SUBSCRIBABLE = [
+    (v, label) for v, label in Kind.choices if v not in (Kind.REPLY, Kind.RESULT, Kind.STATE)
+]
+# What an Alert is about: exactly one of these foreign keys is set.
+EVENTS = ("comparison", "change_point", "bisection", "inbound", "transition")
+
+
+def _about_one_thing() -> Q:
+    """One event's key set and every other one null (an XOR of them would also pass three
+    set)."""
+    return functools.reduce(
+        operator.or_, (Q(**{f"{e}__isnull": e != one for e in EVENTS}) for one in EVENTS)
+    )
 
 
 def _default_kinds() -> list[str]:
@@ -58,6 +77,10 @@ class Alert(models.Model):
     inbound = models.ForeignKey(
         "InboundMail", null=True, blank=True, on_delete=models.CASCADE, related_name="replies"
     )
+    transition = models.ForeignKey(
+        "regressions.Transition", null=True, blank=True, on_delete=models.CASCADE,
+        related_name="alerts",
+    )  # fmt: skip
     kind = models.CharField(max_length=16, choices=Kind)
     recipient = models.EmailField(max_length=254)
     reason = models.CharField(
@@ -80,36 +103,7 @@ class Alert(models.Model):
     class Meta:
         ordering = ["-created_at", "-pk"]
         constraints = [
-            # Exactly one event (XOR of three would also pass all three set).
-            models.CheckConstraint(
-                condition=(
-                    Q(
-                        comparison__isnull=False,
-                        change_point__isnull=True,
-                        bisection__isnull=True,
-                        inbound__isnull=True,
-                    )
-                    | Q(
-                        comparison__isnull=True,
-                        change_point__isnull=False,
-                        bisection__isnull=True,
-                        inbound__isnull=True,
-                    )
-                    | Q(
-                        comparison__isnull=True,
-                        change_point__isnull=True,
-                        bisection__isnull=False,
-                        inbound__isnull=True,
-                    )
-                    | Q(
-                        comparison__isnull=True,
-                        change_point__isnull=True,
-                        bisection__isnull=True,
-                        inbound__isnull=False,
-                    )
-                ),
-                name="alert_about_one_thing",
-            ),
+            models.CheckConstraint(condition=_about_one_thing(), name="alert_about_one_thing"),
             models.UniqueConstraint(
                 fields=["comparison", "kind", "recipient"],
                 condition=Q(comparison__isnull=False),
@@ -130,6 +124,11 @@ class Alert(models.Model):
                 condition=Q(inbound__isnull=False),
                 name="alert_once_per_inbound",
             ),
+            models.UniqueConstraint(
+                fields=["transition", "kind", "recipient"],
+                condition=Q(transition__isnull=False),
+                name="alert_once_per_transition",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -139,6 +138,8 @@ class Alert(models.Model):
             about = f"change point {self.change_point_id}"
         elif self.inbound_id:
             about = f"inbound mail {self.inbound_id}"
+        elif self.transition_id:
+            about = f"regression transition {self.transition_id}"
         else:
             about = f"bisection {self.bisection_id}"
         return f"{self.kind} alert for {about} to {self.recipient}"

@@ -35,6 +35,7 @@ from webapp.bisections.models import Bisection
 from webapp.comparisons.models import Comparison, ComparisonState
 from webapp.comparisons.reproducer import public_url, reproducer
 from webapp.comparisons.summary import header, verdict_rows
+from webapp.regressions.models import Regression, Transition, Via
 from webapp.states import Result
 from webapp.text import storable
 from webapp.trees.models import PatchSeries, Tree
@@ -286,6 +287,46 @@ def notify_change_point(change_point_id: int) -> list[int]:
     return queue_alerts(rows, Alert.objects.filter(change_point=cp, kind=kind), change_point=cp.pk)
 
 
+def report_alerts(reg: Regression) -> QuerySet[Alert]:
+    """The mails that reported the regression and were sent: its comparison's regression
+    alerts, or its change point's."""
+    if reg.comparison_id is not None:
+        rows = Alert.objects.filter(comparison_id=reg.comparison_id, kind=Alert.Kind.REGRESSION)
+    else:
+        rows = Alert.objects.filter(change_point_id=reg.change_point_id,
+                                    kind=Alert.Kind.CHANGE_POINT)  # fmt: skip
+    return rows.filter(state=State.SENT).order_by("pk")
+
+
+def notify_transition(transition_id: int) -> list[int]:
+    """A reported regression moved (not its opening): one short mail to each address its
+    report was sent to, in that mail's thread (In-Reply-To it, References its chain, its
+    subject with Re:). The sender of the mail command that moved it is not told again (its
+    answer said so). Once per transition and address, however often this runs."""
+    t = Transition.objects.select_related("regression").get(pk=transition_id)
+    if not t.from_state:  # the opening: its report is the mail
+        return []
+    commander = normalise(t.by_address).lower() if t.via == Via.MAIL else ""
+    kind = Alert.Kind.STATE
+    rows: dict[str, Alert] = {}
+    for report in report_alerts(t.regression):
+        address = normalise(report.recipient)
+        if not address or address.lower() in rows or address.lower() == commander:
+            continue
+        refs = messages.message_ids(*report.references.split(), report.message_id)
+        skipped = OPTED_OUT if opted_out(address) else ""
+        rows[address.lower()] = Alert(
+            transition=t, kind=kind, recipient=address,
+            reason="because rcubench sent you the report of this regression",
+            subject=storable(messages.reply_subject(report.subject)),
+            message_id=message_id(f"t{t.pk}", kind, address),
+            in_reply_to=report.message_id, references=" ".join(refs[-20:]),
+            **skipped_fields(Recipient(address, "", skipped=skipped)),
+        )  # fmt: skip
+    existing = Alert.objects.filter(transition=t, kind=kind)
+    return queue_alerts(list(rows.values()), existing, transition=t.pk)
+
+
 def _sees_tree(user: AnyUser, cp: ChangePoint) -> bool:
     return access.visible_trees(user).filter(pk=cp.tree_id).exists()
 
@@ -376,6 +417,31 @@ def _change_point_facts(cp: ChangePoint) -> messages.ChangePointFacts:
     )  # fmt: skip
 
 
+def regression_url(regression_id: int) -> str:
+    return public_url() + reverse("regressions:regression", args=[regression_id])
+
+
+DOORS: dict[str, str] = {Via.WEB: "on its page", Via.API: "through the API", Via.MAIL: "by mail",
+         Via.CLI: "by an operator's command"}  # fmt: skip
+
+
+def _state_facts(t: Transition) -> messages.StateFacts:
+    reg = t.regression
+    if t.via == Via.RULE:
+        by = f"rcubench's {t.to_state} rule"  # its note says what it read
+    else:
+        who = t.by.get_username() if t.by is not None else t.by_address or "someone"
+        by = f"{who} {DOORS.get(t.via, t.via)}"
+    dup = reg.duplicate_of_id if t.to_state == Regression.State.DUPLICATE else None
+    return messages.StateFacts(
+        regression_id=reg.pk, was=t.from_state, now=t.to_state, by=by,
+        note=t.note,
+        fixed_by=reg.fixed_by if t.to_state == Regression.State.FIXED else "",
+        duplicate_of=f"regression {dup}: {regression_url(dup)}" if dup else "",
+        regression_url=regression_url(reg.pk),
+    )  # fmt: skip
+
+
 # The requested_by tags of a mail test's two comparisons (webapp/alerts/inbound.py); the
 # first is the one a Tested-by rides on.
 TEST_A = "test: A against B'"
@@ -429,6 +495,12 @@ def render(alert: Alert) -> EmailMessage:
     elif alert.inbound is not None:
         body = messages.command_answer_body(alert.inbound.outcome, links, alert.reason)
         extra = {"X-rcubench-Command": str(alert.inbound_id)}
+    elif alert.transition is not None:
+        moved = _state_facts(alert.transition)
+        links = messages.Links(moved.regression_url, links.unsubscribe, links.subscriptions)
+        body = messages.state_body(moved, links, alert.reason)
+        extra = {"X-rcubench-Regression": str(moved.regression_id),
+                 "X-rcubench-State": moved.now}  # fmt: skip
     else:
         assert alert.change_point is not None  # noqa: S101 - the check constraint
         body = messages.change_point_body(_change_point_facts(alert.change_point), links,

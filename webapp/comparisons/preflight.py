@@ -64,12 +64,14 @@ APPLY_TIMEOUT = 60.0
 
 
 class PreflightRefusal(ValueError):
-    """What the tree says is wrong with the request: `field` is the request's field."""
+    """What the tree says is wrong with the request: `field` is the request's field;
+    `detail`, where there is one, git's own words (a patch's "error: patch failed: ...")."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, detail: str = "") -> None:
         super().__init__(message)
         self.field = field
         self.message = message
+        self.detail = detail
 
 
 def repository(tree: Tree) -> Path | None:
@@ -158,12 +160,14 @@ def check_applies(git_dir: Path, base_sha: str, mbox: bytes, *, fuzz: bool = Fal
         return "applies"
     except PatchRefused as exc:
         log.info("preflight refused", field="series", patch=exc.index, reason=exc.hunk)
-        raise PreflightRefusal("series", str(exc)) from None
+        raise PreflightRefusal("series", str(exc), exc.output) from None
     except PatchFailed as exc:
         log.info("preflight refused", field="series", patch=exc.index, file=exc.file,
                  hunk=exc.hunk)  # fmt: skip
         raise PreflightRefusal(
-            "series", f"{exc} (allow fuzz to let the build also try git am -3 and patch -F3)"
+            "series",
+            f"{exc} (allow fuzz to let the build also try git am -3 and patch -F3)",
+            exc.output,
         ) from None
     except (GitError, subprocess.TimeoutExpired) as exc:  # git itself failed: the build tells
         return f"not checked: {exc}"

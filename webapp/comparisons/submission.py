@@ -43,12 +43,15 @@ SEED_LIMIT = 2**62  # the seed column is a signed 64-bit integer; new seeds are 
 
 class SubmissionError(ValueError):
     """A request refused before anything is stored: `field` names the request's field at
-    fault (a form shows the message beside it, an API returns `as_dict()`)."""
+    fault (a form shows the message beside it, an API returns `as_dict()`). `detail`: the
+    tool's own words where it has them (git's output for a patch that does not apply), for
+    an answer that can quote them (a mail command's)."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, detail: str = "") -> None:
         super().__init__(message)
         self.field = field
         self.message = message
+        self.detail = detail
 
     def as_dict(self) -> dict[str, list[str]]:
         return {self.field: [self.message]}
@@ -107,13 +110,14 @@ def submit_comparison(req: ComparisonRequest) -> Comparison:
             commits = preflight.check(tree, req.base_ref, req.head_ref, req.series_mbox,
                                       fuzz=req.patch_fallback)  # fmt: skip
         except preflight.PreflightRefusal as exc:
-            raise SubmissionError(exc.field, exc.message) from None
+            raise SubmissionError(exc.field, exc.message, exc.detail) from None
         if req.base_series_mbox is not None:  # side A's series, against the same base
             try:
                 preflight.check(tree, req.base_ref, "", req.base_series_mbox,
                                 fuzz=req.patch_fallback)  # fmt: skip
             except preflight.PreflightRefusal as exc:
-                raise SubmissionError("base_series", f"side A: {exc.message}") from None
+                raise SubmissionError("base_series", f"side A: {exc.message}",
+                                      exc.detail) from None  # fmt: skip
         series = _series(req.series_mbox) if req.series_mbox is not None else None
         series_a = None if req.base_series_mbox is None else _series(req.base_series_mbox)
         rev_a = Revision.objects.create(tree=tree, ref=req.base_ref, series=series_a,

@@ -4,7 +4,8 @@ open_for_comparison / open_for_change_point run where the report's mail is decid
 notify tasks), idempotently: one Regression per comparison or change point, however often
 they run. transition() is the one way a state changes, for every caller (page, API, mail,
 rules): it takes the row lock, checks the move (models' module docstring) and who may make
-it, writes the row and a Transition, and logs one `regression state` line.
+it, writes the row and a Transition, logs one `regression state` line and, on commit, sends
+the mail of the move to the report's recipients (webapp.alerts.services.notify_transition).
 """
 
 import statistics
@@ -18,7 +19,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from stats.verdicts import REGRESSION, RELIABILITY
-from webapp import access, logs
+from webapp import access, dispatch, logs
 from webapp.access import AnyUser
 from webapp.analysis.models import MetricVerdict
 from webapp.comparisons.models import Comparison, ComparisonState
@@ -173,11 +174,13 @@ def transition(
         if actor.via != Via.RULE and reg.triaged_at is None:
             reg.triaged_at = now
         reg.save()
-        Transition.objects.create(
+        moved = Transition.objects.create(
             regression=reg, from_state=from_state, to_state=to_state, via=actor.via,
             by=actor.user if isinstance(actor.user, User) else None,
             by_address=actor.address, message_id=actor.message_id, note=note[:2000],
         )  # fmt: skip
+        # Into the report's thread, once this move is committed (docs/alerts.md).
+        dispatch.send_notify_transition(moved.pk)
     log_state(reg, to_state, was=from_state, via=actor.via, by=_who(actor), **fields)
     return reg
 

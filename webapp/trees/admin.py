@@ -14,14 +14,14 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Tree)
 class TreeAdmin(admin.ModelAdmin):
-    list_display = ["name", "url", "public", "created_at"]
-    list_filter = ["public"]
+    list_display = ["name", "url", "public", "mail_commands_from", "created_at"]
+    list_filter = ["public", "mail_commands_from"]
     search_fields = ["name", "url", "description"]
     inlines = [MembershipInline]
     # Where what is not on this form is set, for an operator who looks for it here.
     fieldsets = [
         (None, {
-            "fields": ["name", "url", "description", "public"],
+            "fields": ["name", "url", "description", "public", "mail_commands_from"],
             "description": "Webhook secrets are made with <code>./manage.py webhook_secret "
             "NAME</code> (docs/webhooks.md); what a push tests, and against which baseline "
             "(its branch's previous tested head), is the tree's watch policy.",

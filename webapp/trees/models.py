@@ -41,10 +41,19 @@ def shown_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
 
 
+class MailCommandsFrom(models.TextChoices):
+    """Whose reply commands (docs/alerts.md, "Reply commands") a tree takes, by From:."""
+
+    MEMBERS = "members", "its members, the series' authors and the pusher"
+    RECIPIENTS = "recipients", "also every address the answered mail was sent to"
+
+
 class Tree(models.Model):
     """A git tree kernels are built from. Its webhook secrets are a WebhookEndpoint (made by
     `./manage.py webhook_secret`); what a push tests, and against which baseline, is its
     WatchPolicy."""
+
+    MailCommandsFrom = MailCommandsFrom
 
     name = models.CharField(
         max_length=names.MAX_LENGTH, unique=True, validators=[names.validate_tree_name],
@@ -57,6 +66,13 @@ class Tree(models.Model):
         help_text="New comparisons on this tree are public (else restricted to its members, "
         "e.g. for embargoed fixes).",
     )
+    mail_commands_from = models.CharField(
+        max_length=16, choices=MailCommandsFrom, default=MailCommandsFrom.MEMBERS,
+        help_text="Whose mail commands (#rcubench lines in a reply to rcubench's mail) are "
+        "acted on, by their From address: the tree's members (their account's address), the "
+        "series' authors and the pusher; or also every address the answered mail was sent "
+        "to (a subscribed list's readers write from their own address, not the list's).",
+    )  # fmt: skip
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -11,6 +11,7 @@ from webapp.regressions import services as regressions
 from webapp.routing import (
     NOTIFY_CHANGE_POINT,
     NOTIFY_COMPARISON,
+    NOTIFY_TRANSITION,
     PROCESS_INBOUND,
     RESEND_LOST_ALERTS,
     SEND_ALERT,
@@ -42,6 +43,11 @@ def notify_change_point_task(change_point_id: int) -> int:
         return len(services.notify_change_point(change_point_id))
     finally:
         regressions.open_for_change_point(change_point_id)
+
+
+@app.task(name=NOTIFY_TRANSITION, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
+def notify_transition_task(transition_id: int) -> int:
+    return len(services.notify_transition(transition_id))
 
 
 @app.task(name=PROCESS_INBOUND, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)

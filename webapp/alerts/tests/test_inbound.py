@@ -2,13 +2,18 @@
 (fixtures/inbound/, mutt and git send-email) answering a stored rcubench alert, and the
 answers delivered through a real SMTP server on loopback (conftest's smtp)."""
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.factories import (
+    ComparisonFactory,
     MembershipFactory,
     MetricVerdictFactory,
+    RevisionFactory,
+    TreeFactory,
     UserFactory,
     bisectable_comparison,
 )
@@ -17,6 +22,7 @@ from webapp.alerts.models import Alert, InboundMail
 from webapp.comparisons.models import Comparison
 from webapp.regressions import services as regressions
 from webapp.regressions.models import Regression
+from webapp.trees.models import PatchSeries, Revision
 
 pytestmark = pytest.mark.django_db
 
@@ -110,6 +116,43 @@ def test_a_stranger_is_told_and_nothing_moves(reported, smtp):
     reported.refresh_from_db()
     assert (reported.state, reported.transitions.count()) == ("untriaged", 1)
     _answer(smtp, row)
+
+
+def test_the_original_recipients_command_only_where_the_trees_policy_says_so(reported, smtp):
+    """Jane got the report (ALERT_ID) but has no account here: refused under the default
+    policy (members), which the answer names; acted on under `recipients`."""
+    row = _handle(_raw("ack.eml"))
+    assert ("Nothing was done: Jane.Dev@dev.example.org may not command rcubench on tree "
+            f"{reported.tree.name}: its policy (members) takes mail commands from the "
+            "tree's members") in row.outcome  # fmt: skip
+    reported.refresh_from_db()
+    assert reported.state == "untriaged"
+    reported.tree.mail_commands_from = "recipients"
+    reported.tree.save(update_fields=["mail_commands_from"])
+    _handle(_raw("ack.eml").replace(b"<awoxT2vmeMnx396B@", b"<again@"))
+    reported.refresh_from_db()
+    assert reported.state == "acknowledged"
+    moved = reported.transitions.last()
+    assert moved is not None
+    assert (moved.by, moved.by_address) == (None, JANE_AS_SENT)
+
+
+def test_a_stranger_is_refused_under_either_policy(reported, smtp):
+    """Jörg got no mail of rcubench's (invalid.eml); Jane's report that the server refused
+    does not make her a recipient."""
+    reported.tree.mail_commands_from = "recipients"
+    reported.tree.save(update_fields=["mail_commands_from"])
+    row = _handle(_raw("invalid.eml"))
+    assert ("joerg@tester.example.org may not command rcubench on tree "
+            f"{reported.tree.name}: its policy (recipients) takes mail commands from the "
+            "tree's members (by their account's address), the series' authors and the "
+            "pusher, and every address the answered mail was sent to") in row.outcome  # fmt: skip
+    Alert.objects.filter(message_id=ALERT_ID).update(state="failed")
+    row = _handle(_raw("ack.eml"))
+    assert "Nothing was done: Jane.Dev@dev.example.org may not command" in row.outcome
+    reported.refresh_from_db()
+    assert (reported.state, reported.transitions.count()) == ("untriaged", 1)
+    _answer(smtp, row)  # the refusal is answered like any other
 
 
 def test_a_series_author_may_command_without_an_account(reported, smtp):
@@ -281,3 +324,91 @@ def test_invalid_keeps_its_non_ascii_reason(reported):
     assert not said.isascii()  # quoted-printable UTF-8 in the mail
     assert (reported.state, reported.reason) == ("invalid", said)
     assert f"regression {reported.pk} is invalid now (was untriaged)" in row.outcome
+
+
+# --- a patch that does not apply, on a real tree --------------------------------------------
+
+FQS = "\tj = READ_ONCE(jiffies_till_first_fqs){};\n"
+
+
+def _git(*args: str, cwd: Path) -> str:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+    done = subprocess.run(
+        ["git", "-c", "user.name=Ada", "-c", "user.email=ada@example.org",
+         "-c", "init.defaultBranch=master", *args],
+        cwd=cwd, env=env, check=True, capture_output=True,
+    )  # fmt: skip
+    return done.stdout.decode()
+
+
+def _tree_c(extra: str) -> str:
+    """kernel/rcu/tree.c in small: the first FQS wait on line 22."""
+    lines = [f"/* line {i} */\n" for i in range(1, 21)]
+    return "".join([*lines, "static void rcu_gp_fqs_loop(void)\n{\n", FQS.format(extra),
+                    *(f"\tstep({i});\n" for i in range(10)), "}\n"])  # fmt: skip
+
+
+@pytest.fixture
+def stale_patch(tmp_path) -> dict[str, str]:
+    """A real tree (a bare repository the preflight reads, as it reads a local tree): v1,
+    then B, which waits one more jiffy. And a fix Jane wrote on her own tree, where the line
+    had become `+ 2`: `git format-patch` output that does not apply on B."""
+    work = tmp_path / "work"
+    (work / "kernel" / "rcu").mkdir(parents=True)
+    tree_c = work / "kernel" / "rcu" / "tree.c"
+    tree_c.write_text(_tree_c(""))
+    _git("init", "--quiet", cwd=work)
+    _git("add", ".", cwd=work)
+    _git("commit", "--quiet", "-m", "rcu: base", cwd=work)
+    _git("tag", "v1", cwd=work)
+    tree_c.write_text(_tree_c(" + 1"))
+    _git("commit", "--quiet", "-am", "rcu: wait one more jiffy before the first FQS", cwd=work)
+    _git("clone", "--quiet", "--bare", str(work), str(tmp_path / "tree.git"), cwd=tmp_path)
+    _git("checkout", "--quiet", "-b", "jane", "v1", cwd=work)
+    tree_c.write_text(_tree_c(" + 2"))
+    _git("commit", "--quiet", "-am", "rcu: two more jiffies", cwd=work)
+    tree_c.write_text(_tree_c(""))
+    _git("commit", "--quiet", "-am", "rcu: restore the first FQS wait", cwd=work)
+    patch = _git("format-patch", "--stdout", "-1", "HEAD", cwd=work)
+    return {"git_dir": str(tmp_path / "tree.git"), "patch": patch,
+            "a": _git("rev-parse", "v1", cwd=work).strip(),
+            "b": _git("rev-parse", "master", cwd=work).strip()}  # fmt: skip
+
+
+def test_a_patch_that_does_not_apply_is_answered_with_gits_error(stale_patch, smtp):
+    """The tree is reachable here (a local path): the submission's preflight applies B plus
+    the mail's patch on a scratch index, and git's own words come back in the answer."""
+    tree = TreeFactory.create(url=stale_patch["git_dir"])
+    a = RevisionFactory.create(tree=tree, ref="v1", sha=stale_patch["a"], base_sha="")
+    b = RevisionFactory.create(tree=tree, ref="master", sha=stale_patch["b"], base_sha="")
+    c = ComparisonFactory.create(revision_a=a, revision_b=b, state="done", result="ok",
+                                 verdict="regression")  # fmt: skip
+    Alert.objects.create(comparison=c, kind="regression", recipient=JANE, state="sent",
+                         subject="[rcubench] x: writer_duration +16.7% regression",
+                         message_id=ALERT_ID)  # fmt: skip
+    user = UserFactory.create(username="jane", email=JANE)
+    MembershipFactory.create(tree=tree, user=user)
+    # The body of Jane's format-patch, sent by git send-email with the command first.
+    headers, body = stale_patch["patch"].split("\n\n", 1)
+    assert "Subject: [PATCH] rcu: restore the first FQS wait" in headers
+    raw = (f"From: Jane Developer <{JANE}>\nTo: rcubench <rcubench@bench.example.org>\n"
+           "Subject: [PATCH] rcu: restore the first FQS wait\n"
+           "Date: Sat, 28 Nov 2026 01:42:09 +0000\nMessage-Id: <stale.1@dev.example.org>\n"
+           f"In-Reply-To: {ALERT_ID}\nReferences: {ALERT_ID}\nMIME-Version: 1.0\n"
+           "Content-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: 8bit\n\n"
+           f"#rcubench test\n\n{body}").encode()  # fmt: skip
+    before = (Comparison.objects.count(), Revision.objects.count(), PatchSeries.objects.count())
+    row = _handle(raw)
+    assert not row.started.exists()
+    assert (Comparison.objects.count(), Revision.objects.count(),
+            PatchSeries.objects.count()) == before  # fmt: skip
+    # The inline diff (from its diff --git line) is the patch, under the mail's name.
+    assert (
+        "> #rcubench test\nrefused: patch 1 ('rcubench test <stale.1@dev.example.org>') "
+        "does not apply: kernel/rcu/tree.c, hunk #1 (@@ -20,7 +20,7 @@)"
+    ) in row.outcome
+    _, msg = _answer(smtp, row)
+    body = msg.get_content().replace("\r\n", "\n")
+    assert ("  git said:\n"
+            "    error: patch failed: kernel/rcu/tree.c:20\n"
+            "    error: kernel/rcu/tree.c: patch does not apply\n") in body  # fmt: skip

@@ -37,6 +37,20 @@ def test_the_default_tree_saves_with_a_role_added(admin_client):
     assert Tree.objects.get(pk=tree.pk).name == DEFAULT_TREE
 
 
+def test_whose_mail_commands_a_tree_takes_is_set_on_its_page(admin_client):
+    tree = default_tree()
+    assert tree.mail_commands_from == "members"  # the default: today's rule
+    url = f"/admin/trees/tree/{tree.pk}/change/"
+    page = admin_client.get(url).content.decode()
+    assert "also every address the answered mail was sent to" in page
+    response = _post(admin_client, url, "tree_form", mail_commands_from="recipients")
+    assert response.status_code == 302, response.context["errors"]
+    assert Tree.objects.get(pk=tree.pk).mail_commands_from == "recipients"
+    response = _post(admin_client, url, "tree_form", mail_commands_from="anyone")
+    assert response.status_code == 200  # refused beside the field
+    assert Tree.objects.get(pk=tree.pk).mail_commands_from == "recipients"
+
+
 def test_a_tree_named_after_its_version_is_added(admin_client):
     response = _post(admin_client, "/admin/trees/tree/add/", "tree_form",
                      name="linux-6.13", url="/srv/git/linux-6.13.git")  # fmt: skip
@@ -123,6 +137,7 @@ def test_the_tree_form_offers_only_fields_that_do_something(admin_client):
     says where each is set instead."""
     page = admin_client.get("/admin/trees/tree/add/").content.decode()
     fields = {k for k in form_data(page, "tree_form") if not k.startswith("memberships-")}
-    assert fields == {"csrfmiddlewaretoken", "name", "url", "description", "public"}
+    assert fields == {"csrfmiddlewaretoken", "name", "url", "description", "public",
+                      "mail_commands_from"}  # fmt: skip
     assert "./manage.py webhook_secret" in page
     assert "watch polic" in page
