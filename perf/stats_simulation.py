@@ -1,6 +1,7 @@
 """Seeded simulations of the statistics engine against every target of STATS.md's Spec (v2),
 and the v3 targets registered from their own modules (perf/_sim_rules.py: the verdict rules;
-perf/jiffy_simulation.py: grace periods in jiffies; perf/_failure_sims.py: the failure budget).
+perf/jiffy_simulation.py: grace periods in jiffies; perf/_failure_sims.py: the failure budget;
+perf/sweep_simulation.py: the sweeps' scaling and interaction verdicts, issue 36).
 
 Through the engine's own functions: stats.battery.analyse for the whole sequential
 procedure (looks at 24/48/72/96, more runs while it asks for them) and the 20-metric family,
@@ -59,6 +60,7 @@ from perf._sim_rules import RULES_TARGETS
 from perf._sim_targets import PRECISE_SIMS, RATE_SIMS, Check, Sim, Target
 from perf._sim_targets import ref as _ref
 from perf.jiffy_simulation import jiffy_targets
+from perf.sweep_simulation import SWEEP_TARGETS
 from stats import defaults, methods, tails
 from stats import verdicts as E
 from stats.battery import analyse
@@ -364,6 +366,7 @@ TARGETS = (
                               RATE_SIMS, PRECISE_SIMS),
     *jiffy_targets(Target, Check, _rng, PRECISE_SIMS),  # v3: grace periods in jiffies
     *RULES_TARGETS,  # STATS.md v3's verdict rules (perf/_sim_rules.py)
+    *SWEEP_TARGETS,  # issue 36: sweeps' scaling and interaction (perf/sweep_simulation.py)
 )  # fmt: skip
 
 
