@@ -119,6 +119,12 @@ class BenchmarkSpec:
     # rcuscale's writer runs and dumps the ftrace buffer when done: traced diagnostic runs
     # of it give grace-period phases (benchmarks/rcutrace).
     traceable: bool = False
+    # A sweep's scaling verdict (stats/sweeps.py): B's slope of the primary along the axis
+    # counts as steeper than A's when their ratio is beyond 1 +- scaling_threshold; when A's
+    # slope is flat (its CI holds 0), when B - A is beyond +- slope_threshold (the slope's
+    # own units: an exponent on log-log scales).
+    scaling_threshold: float = 0.10
+    slope_threshold: float = 0.05
     _by_name: dict[str, Metric] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -58,6 +58,7 @@ from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.stats import binom
 
 from stats import defaults, methods
 
@@ -406,3 +407,18 @@ def interaction(
         ci_low=low_pct, ci_high=high_pct, threshold_pct=threshold_pct, verdict=verdict,
         direction=direction, reason=reason,
     )  # fmt: skip
+
+
+def median_ci(values: ArrayLike, alpha: float = ALPHA) -> tuple[float, float]:
+    """A distribution-free CI of the median of `values` (the sweep's curves draw it at
+    each point): the order statistics x(k) and x(n+1-k) with the largest k whose binomial
+    tail P(Bin(n, 1/2) < k) is at most alpha/2; the sample's range when n is too small
+    for any k (n <= 5 at 95%), which then covers more than 1 - alpha."""
+    x = np.sort(_runs(values, "median_ci", log=False))
+    n = x.size
+    k = int(binom.ppf(alpha / 2, n, 0.5))  # P(Bin < k) <= alpha/2 for this k, checked below
+    while k > 0 and binom.cdf(k - 1, n, 0.5) > alpha / 2:
+        k -= 1
+    if k < 1:
+        return float(x[0]), float(x[-1])
+    return float(x[k - 1]), float(x[n - k])

@@ -72,6 +72,12 @@ KEPT: dict[str, tuple[str, ...]] = {
     "webapp/regressions/__init__.py": (),
     "webapp/regressions/models.py": ("from webapp.watch import models",),
     "webapp/regressions/services.py": ("from webapp.regressions import models",),
+    "webapp/sweeps/__init__.py": (),
+    "webapp/sweeps/models.py": ("from webapp.comparisons import models",),
+    "webapp/sweeps/services.py": (
+        "from stats import sweeps",
+        "from webapp.comparisons import orchestrator",
+    ),
     "webapp/watch/__init__.py": (),
     "webapp/watch/models.py": ("from webapp.trees import models",),
     "webapp/watch/figures.py": ("import plotly",),

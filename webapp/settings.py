@@ -84,6 +84,7 @@ INSTALLED_APPS = [
     "webapp.lab",
     "webapp.bisections",
     "webapp.regressions",
+    "webapp.sweeps",
 ]
 
 MIDDLEWARE = [
@@ -344,6 +345,8 @@ RCUBENCH_REGRESSION_INACTIVE_PUSHES = env.int("RCUBENCH_REGRESSION_INACTIVE_PUSH
 # (each is a comparison of its own).
 RCUBENCH_BISECT_MAX_COMMITS = env.int("RCUBENCH_BISECT_MAX_COMMITS", default=1000)
 RCUBENCH_ATTRIBUTION_MAX_PATCHES = env.int("RCUBENCH_ATTRIBUTION_MAX_PATCHES", default=12)
+# A sweep's points at most (webapp/sweeps): each is a comparison of its own, all run at once.
+RCUBENCH_SWEEP_MAX_POINTS = env.int("RCUBENCH_SWEEP_MAX_POINTS", default=6)
 # The analysis task's hard time limit (workers/celery_app.py): a try started longer ago
 # than this, with its comparison still analysing, had its worker die and is sent again.
 RCUBENCH_ANALYSIS_TIME_LIMIT_SECONDS = env.int("RCUBENCH_ANALYSIS_TIME_LIMIT_SECONDS",

@@ -286,3 +286,12 @@ def test_thresholds_and_design_out_of_range_are_refused():
     with pytest.raises(ValueError, match="n_resamples 0"):
         sweeps.interaction([1, 2], [1, 2], [1, 2], [1, 2], lower_is_better=True,
                            threshold_pct=2.0, n_resamples=0)  # fmt: skip
+
+
+def test_median_ci_is_the_binomial_order_statistics_and_the_range_when_too_few():
+    x = np.arange(1.0, 25.0)  # 24 runs: P(Bin(24, 1/2) <= 6) = 0.0113, <= 7 is 0.032
+    assert sweeps.median_ci(x[::-1]) == (7.0, 18.0)
+    assert sweeps.median_ci(np.arange(1.0, 6.0)) == (1.0, 5.0)  # n 5: no k reaches 95%
+    assert sweeps.median_ci(np.arange(1.0, 7.0)) == (1.0, 6.0)  # n 6: k = 1, P = 0.0156
+    with pytest.raises(ValueError, match=r"NaN|finite"):
+        sweeps.median_ci([1.0, float("nan"), 2.0])

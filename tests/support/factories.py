@@ -3,6 +3,7 @@
 import hashlib
 import itertools
 
+import numpy as np
 from django.contrib.auth.models import User
 from factory.declarations import (
     LazyAttribute,
@@ -19,6 +20,7 @@ from webapp.bisections.models import Bisection, Step
 from webapp.comparisons.models import Comparison, Measurement, Run, Target
 from webapp.regressions import services as regressions
 from webapp.regressions.models import Regression
+from webapp.states import Result, State
 from webapp.trees.models import Build, PatchSeries, Revision, Tree, TreeMembership
 from webapp.watch.models import Push
 
@@ -295,3 +297,34 @@ def reported_regression(tree: Tree | None = None, shift: float = 16.7) -> Regres
     found = regressions.open_for_comparison(bisectable_comparison(tree, shift=shift).pk)
     assert found is not None
     return found
+
+
+# --- a sweep's point, ended --------------------------------------------------------------
+
+
+def ended_point(
+    c: Comparison, a_scale: float, b_scale: float, rng: np.random.Generator, runs: int = 12,
+    verdict: str = "no-meaningful-change", p: float = 0.5,
+) -> None:  # fmt: skip
+    """The point's comparison ended ok with `runs` runs a side whose p50 is 6 ms x scale
+    (2% noise between runs), and its primary's final row."""
+    for side, scale in (("A", a_scale), ("B", b_scale)):
+        for k in range(runs):
+            run = Run.objects.create(comparison=c, benchmark="sync-rcu-latency", side=side,
+                                     index=k, order=2 * k + (side == "B"), state=State.DONE,
+                                     result=Result.OK)  # fmt: skip
+            level = 6.0 * scale * rng.lognormal(0, 0.02)
+            Measurement.objects.create(
+                run=run,
+                benchmark="sync-rcu-latency",
+                metric="writer_duration",
+                unit="ms",
+                samples=list(level * rng.lognormal(0, 0.01, 51)),
+            )
+    MetricVerdict.objects.create(
+        comparison=c, benchmark="sync-rcu-latency", metric="writer_duration", statistic="p50",
+        is_primary=True, look=1, n_a=runs, n_b=runs, median_a=6 * a_scale, median_b=6 * b_scale,
+        shift_pct=100 * (b_scale / a_scale - 1), ci_low_pct=-1.0, ci_high_pct=1.0, p_value=p,
+        verdict=verdict,
+    )  # fmt: skip
+    Comparison.objects.filter(pk=c.pk).update(state="done", result="ok", verdict=verdict)

@@ -32,7 +32,7 @@ from webapp.access import AnyUser
 from webapp.alerts import messages
 from webapp.alerts.models import Alert, OptOut, Subscription
 from webapp.bisections.models import Bisection
-from webapp.comparisons.models import Comparison, ComparisonState
+from webapp.comparisons.models import PART_TRIGGERS, Comparison, ComparisonState
 from webapp.comparisons.reproducer import public_url, reproducer
 from webapp.comparisons.summary import header, verdict_rows
 from webapp.regressions.models import Regression, Transition, Via
@@ -134,7 +134,7 @@ class Recipient:
 def alert_kind_of(c: Comparison) -> str | None:
     if c.state != ComparisonState.DONE or c.result != Result.OK:
         return None
-    if c.trigger == Comparison.Trigger.BISECTION:  # its bisection mails what it finds
+    if c.trigger in PART_TRIGGERS:  # its bisection or sweep mails what it finds
         return None
     if c.verdict in REGRESSION_VERDICTS:
         return Alert.Kind.REGRESSION

@@ -4,7 +4,7 @@ from django.urls import URLPattern, URLResolver, path, re_path, register_convert
 from drf_spectacular.views import SpectacularAPIView
 
 import webapp.converters  # noqa: F401 - registers <tree:...>
-from webapp.api import regressions, views
+from webapp.api import regressions, sweeps, views
 
 app_name = "api"
 
@@ -56,6 +56,9 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("v1/bisections/", views.BisectionList.as_view(), name="bisection-list"),
     path("v1/bisections/<id:pk>/", views.BisectionDetail.as_view(), name="bisection-detail"),
     path("v1/bisections/<id:pk>/cancel/", views.BisectionCancel.as_view(), name="bisection-cancel"),
+    path("v1/sweeps/", sweeps.SweepList.as_view(), name="sweep-list"),
+    path("v1/sweeps/<id:pk>/", sweeps.SweepDetail.as_view(), name="sweep-detail"),
+    path("v1/sweeps/<id:pk>/cancel/", sweeps.SweepCancel.as_view(), name="sweep-cancel"),
     path("v1/regressions/", regressions.RegressionList.as_view(), name="regression-list"),
     path(
         "v1/regressions/<id:pk>/", regressions.RegressionDetail.as_view(), name="regression-detail"

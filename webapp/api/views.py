@@ -182,11 +182,11 @@ def _mbox(fields: dict[str, Any]) -> bytes | None:
     if message_id:
         if fields["head_ref"]:
             raise ValidationError({"head_ref": ["give a head ref or a patch series, not both"]})
-        return _lore(message_id)
+        return lore_series(message_id)
     return None
 
 
-def _lore(message_id: str) -> bytes:
+def lore_series(message_id: str) -> bytes:
     """The series from lore (b4, in the request: it waits up to lore.FETCH_TIMEOUT)."""
     try:
         return lore.fetch(message_id)

@@ -15,7 +15,7 @@ from benchmarks.registry import BENCHMARKS
 from stats.verdicts import IMPROVEMENT, REGRESSION
 from webapp import access, logs
 from webapp.access import AnyUser
-from webapp.comparisons.models import Comparison, ComparisonState, Run
+from webapp.comparisons.models import PART_TRIGGERS, Comparison, ComparisonState, Run
 from webapp.comparisons.schedule import abba_slots
 from webapp.comparisons.steps import add_run
 from webapp.states import Result
@@ -85,7 +85,7 @@ def diagnosed_by_policy(c: Comparison) -> list[str]:
     """The traceable benchmarks RCUBENCH_DIAGNOSE traces after this verdict (none for a
     bisection's step: it is a step, and its bisection's attribution is the diagnosis)."""
     policy = settings.RCUBENCH_DIAGNOSE
-    if policy == "never" or c.trigger == Comparison.Trigger.BISECTION:
+    if policy == "never" or c.trigger in PART_TRIGGERS:
         return []
     traceable = traceable_benchmarks(c)
     if policy == "all":

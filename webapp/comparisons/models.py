@@ -155,6 +155,7 @@ class Comparison(models.Model):
         WEBHOOK = "webhook"
         BISECTION = "bisection"  # a step of a bisection (webapp/bisections): never mailed
         MAIL = "mail"  # a mail command (webapp/alerts/inbound.py: rerun)
+        SWEEP = "sweep"  # a point of a sweep (webapp/sweeps): its sweep mails, never it
 
     class Error(models.TextChoices):
         NONE = "", "(none)"
@@ -269,6 +270,11 @@ class Comparison(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.pk}: {self.revision_a} vs {self.revision_b}"
+
+
+# Comparisons that are a part of something larger, which reports them: never mailed, never
+# a Regression of their own, never traced by policy.
+PART_TRIGGERS = frozenset({Comparison.Trigger.BISECTION, Comparison.Trigger.SWEEP})
 
 
 class Run(TrackedStep):

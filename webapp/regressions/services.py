@@ -22,7 +22,7 @@ from stats.verdicts import REGRESSION, RELIABILITY
 from webapp import access, dispatch, logs
 from webapp.access import AnyUser
 from webapp.analysis.models import MetricVerdict
-from webapp.comparisons.models import Comparison, ComparisonState
+from webapp.comparisons.models import PART_TRIGGERS, Comparison, ComparisonState
 from webapp.regressions.models import CLOSED, OPEN, Regression, RegressionState, Transition, Via
 from webapp.states import Result, log_state
 from webapp.trees.models import Tree
@@ -64,7 +64,7 @@ def open_for_comparison(comparison_id: int) -> Regression | None:
     )
     if (
         c.state != ComparisonState.DONE or c.result != Result.OK
-        or c.verdict not in REPORTED or c.trigger == Comparison.Trigger.BISECTION
+        or c.verdict not in REPORTED or c.trigger in PART_TRIGGERS
     ):  # fmt: skip
         return None
     row = _reported_row(c)

@@ -475,3 +475,57 @@ def scan_histogram_figure(title: str, counts: Mapping[str, Mapping[int, int]]) -
     fig.update_xaxes(tickmode="array", tickvals=scans)
     fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
     return fig
+
+
+@dataclass(frozen=True)
+class AxisPoint:
+    """One point of a sweep, one side: the axis value, each run's run-level primary, and
+    the median's CI (drawn as the line's error bar)."""
+
+    x: float
+    runs: Sequence[float]
+    median_low: float
+    median_high: float
+
+
+def scaling_figure(
+    title: str, x_label: str, y_label: str, sides: Mapping[str, Sequence[AxisPoint]],
+    *, log_x: bool, log_y: bool,
+) -> go.Figure:  # fmt: skip
+    """A sweep's curves: each run's run-level primary as a point (spread a little along the
+    axis so that the runs of one point do not hide each other), and per side the medians
+    joined by a line, each with its CI as an error bar."""
+    fig = go.Figure()
+    offset = {"A": -1, "B": 1}
+    for side in SIDES:
+        points = sorted(sides.get(side, ()), key=lambda p: p.x)
+        if not points:
+            continue
+        xs: list[float] = []
+        ys: list[float] = []
+        for p in points:
+            spread = p.x * 0.03 if log_x else 0.03 * (points[-1].x - points[0].x or 1.0)
+            xs.extend(p.x + offset[side] * spread for _ in p.runs)
+            ys.extend(p.runs)
+        fig.add_trace(go.Scatter(
+            x=xs, y=ys, mode="markers", name=f"{side} runs", legendgroup=side,
+            marker={"color": _rgba(COLORS[side], 0.45), "size": 5},
+            hovertemplate=f"{side} run: %{{y:.6g}}<extra></extra>",
+        ))  # fmt: skip
+        med = [float(np.median(np.asarray(p.runs, dtype=float))) for p in points]
+        fig.add_trace(go.Scatter(
+            x=[p.x for p in points], y=med, mode="lines+markers", name=f"{side} median (CI)",
+            legendgroup=side, line={"color": COLORS[side], "width": 2},
+            error_y={"type": "data", "symmetric": False,
+                     "array": [p.median_high - m for p, m in zip(points, med, strict=True)],
+                     "arrayminus": [m - p.median_low for p, m in zip(points, med, strict=True)]},
+            hovertemplate=f"{side} median %{{y:.6g}} at %{{x}}<extra></extra>",
+        ))  # fmt: skip
+    _layout(fig, title, x_label, y_label)
+    if log_x:
+        fig.update_xaxes(**LOG_AXIS)
+    if log_y:
+        fig.update_yaxes(**LOG_AXIS)
+    xs_all = sorted({p.x for side in sides.values() for p in side})
+    fig.update_xaxes(tickvals=xs_all)
+    return fig

@@ -21,6 +21,9 @@ from webapp.comparisons import diagnostic_runs, exports, orchestrator
 from webapp.comparisons.models import Run
 from webapp.reports import bisection as bisection_pages
 from webapp.reports import diagnosis, listing, pages
+from webapp.reports import sweep as sweep_pages
+from webapp.sweeps import services as sweep_services
+from webapp.sweeps.models import Sweep
 
 
 @require_GET
@@ -208,3 +211,19 @@ def plotly_js(request: HttpRequest, version: str) -> HttpResponse:
     patch_vary_headers(response, ["Accept-Encoding"])
     patch_cache_control(response, public=True, max_age=365 * 24 * 3600, immutable=True)
     return response
+
+
+@require_GET
+def sweep(request: HttpRequest, pk: int) -> HttpResponse:
+    return render(request, "reports/sweep.html", {"page": sweep_pages.sweep_page(request.user, pk)})
+
+
+@require_POST
+def sweep_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    """Cancel from the page: 404 to those who may not see it, 403 to those who may not
+    cancel its comparisons, then back to its page."""
+    try:
+        sweep_services.cancel_for(request.user, pk)
+    except Sweep.DoesNotExist:
+        raise Http404(f"no sweep {pk}") from None
+    return HttpResponseRedirect(reverse("reports:sweep", args=[pk]))

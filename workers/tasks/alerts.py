@@ -16,6 +16,7 @@ from webapp.routing import (
     RESEND_LOST_ALERTS,
     SEND_ALERT,
 )
+from webapp.sweeps import services as sweeps
 from workers.celery_app import CONTROL_TIME_LIMIT, SOFT_MARGIN, app
 
 # Database work and one SMTP transaction (EMAIL_TIMEOUT per socket operation).
@@ -35,6 +36,7 @@ def notify_comparison_task(comparison_id: int) -> int:
             inbound.answer_ended(comparison_id)  # to a mail command that started it
         finally:
             bisections.on_comparison_done(comparison_id)
+            sweeps.on_comparison_done(comparison_id)  # the sweep's verdict, at its last point
 
 
 @app.task(name=NOTIFY_CHANGE_POINT, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)

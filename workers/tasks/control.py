@@ -12,6 +12,7 @@ from webapp.routing import (
     REAP_STALE_RUNS,
     WATCH_TICK,
 )
+from webapp.sweeps import services as sweeps
 from webapp.trees import services as build_services
 from webapp.watch import services as watch_services
 from workers.celery_app import CONTROL_TIME_LIMIT, SOFT_MARGIN, WATCH_TIME_LIMIT, app
@@ -27,7 +28,8 @@ def advance_comparison_task(comparison_id: int) -> None:
 
 @app.task(name=ADVANCE_UNFINISHED, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
 def advance_unfinished_task() -> int:
-    return orchestrator.advance_unfinished() + bisections.advance_unfinished()
+    return (orchestrator.advance_unfinished() + bisections.advance_unfinished()
+            + sweeps.conclude_unfinished())  # fmt: skip
 
 
 @app.task(name=REAP_STALE_RUNS, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)

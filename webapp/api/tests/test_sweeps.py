@@ -1,0 +1,71 @@
+"""/api/v1/sweeps/: submit a sweep, read it with its points, cancel it."""
+
+import pytest
+from rest_framework.test import APIClient
+
+from tests.support.factories import MembershipFactory, TreeFactory, UserFactory
+from webapp.comparisons.models import Comparison
+from webapp.sweeps.models import Sweep
+
+pytestmark = pytest.mark.django_db
+PARAM = "rcutree.jiffies_till_first_fqs"
+
+
+@pytest.fixture
+def member(settings):
+    settings.RCUBENCH_ALLOW_FEW_RUNS = True
+    tree = TreeFactory.create()
+    user = UserFactory.create()
+    MembershipFactory.create(tree=tree, user=user, role="submitter")
+    client = APIClient()
+    client.force_authenticate(user)
+    return client, tree
+
+
+def _body(tree, **kw):
+    return {"tree": tree.name, "base_ref": "v6.12", "head_ref": "rcu/next",
+            "benchmarks": ["sync-rcu-latency"], "min_runs": 4, "max_runs": 8,
+            "axis": "cmdline", "parameter": PARAM, "values": ["1", "2", "4"], **kw}  # fmt: skip
+
+
+def test_submit_read_and_cancel(member):
+    client, tree = member
+    r = client.post("/api/v1/sweeps/", _body(tree), format="json")
+    assert r.status_code == 201, r.json()
+    body = r.json()
+    assert r["Location"].endswith(f"/api/v1/sweeps/{body['id']}/")
+    assert (body["axis"], body["parameter"], body["values"], body["state"]) == (
+        "cmdline", PARAM, ["1", "2", "4"], "running",
+    )  # fmt: skip
+    assert [p["x"] for p in body["points"]] == [1.0, 2.0, 4.0]
+    assert body["url"].endswith(f"/sweeps/{body['id']}/")
+    c = Comparison.objects.get(pk=body["points"][1]["comparison"])
+    assert (c.cmdline_b, c.cohort, c.submitted_by_id) == (f"{PARAM}=2", f"sweep-{body['id']}",
+                                                          c.submitted_by_id)  # fmt: skip
+    assert APIClient().get(f"/api/v1/sweeps/{body['id']}/").json()["id"] == body["id"]
+    assert [s["id"] for s in APIClient().get("/api/v1/sweeps/").json()["results"]] == [body["id"]]
+    r = client.post(f"/api/v1/sweeps/{body['id']}/cancel/")
+    assert r.status_code == 200, r.json()
+    assert {p["state"] for p in r.json()["points"]} == {"incomplete"}
+
+
+def test_a_refused_sweep_is_a_400_naming_the_field_and_stores_nothing(member):
+    client, tree = member
+    r = client.post("/api/v1/sweeps/", _body(tree, values=["1", "1"]), format="json")
+    assert (r.status_code, r.json()) == (400, {"values": ["a value is given twice"]})
+    r = client.post("/api/v1/sweeps/", _body(tree, axis="speed"), format="json")
+    assert r.status_code == 400
+    assert "axis" in r.json()
+    assert not Sweep.objects.exists()
+    assert not Comparison.objects.exists()
+
+
+def test_anonymous_cannot_submit_and_a_stranger_cannot_cancel(member):
+    client, tree = member
+    assert APIClient().post("/api/v1/sweeps/", _body(tree), format="json").status_code in (401, 403)
+    pk = client.post("/api/v1/sweeps/", _body(tree), format="json").json()["id"]
+    stranger = APIClient()
+    stranger.force_authenticate(UserFactory.create())
+    assert stranger.post(f"/api/v1/sweeps/{pk}/cancel/").status_code == 403
+    assert not Comparison.objects.filter(state="done").exists()
+    assert APIClient().get("/api/v1/sweeps/999999/").status_code == 404
