@@ -22,6 +22,7 @@ from webapp.routing import (
     NOTIFY_BISECTION,
     NOTIFY_CHANGE_POINT,
     NOTIFY_COMPARISON,
+    NOTIFY_SWEEP,
     NOTIFY_TRANSITION,
     PROCESS_INBOUND,
     PROCESS_PUSH,
@@ -83,6 +84,11 @@ def send_process_inbound(inbound_id: int) -> None:
 def send_notify_transition(transition_id: int) -> None:
     """Mail a regression's move into its report's thread (control queue)."""
     _send(NOTIFY_TRANSITION, transition_id)
+
+
+def send_notify_sweep(sweep_id: int) -> None:
+    """Mail a sweep whose B scales worse than A (control queue)."""
+    _send(NOTIFY_SWEEP, sweep_id)
 
 
 def send_alert(alert_id: int) -> None:

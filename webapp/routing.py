@@ -41,6 +41,7 @@ RESEND_LOST_ALERTS = "rcubench.control.resend_lost_alerts"
 ADVANCE_BISECTION = "rcubench.control.advance_bisection"
 NOTIFY_BISECTION = "rcubench.control.notify_bisection"
 NOTIFY_TRANSITION = "rcubench.control.notify_transition"
+NOTIFY_SWEEP = "rcubench.control.notify_sweep"
 
 
 class UnroutedTask(ValueError):

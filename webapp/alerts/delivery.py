@@ -74,10 +74,10 @@ def _record(pk: int, state: str, from_states: tuple[str, ...], **fields: object)
     done = Alert.objects.filter(pk=pk, state__in=from_states).update(state=state, **fields)
     if done:
         alert = Alert.objects.values("comparison_id", "change_point_id", "bisection_id",
-                                     "transition_id").get(pk=pk)  # fmt: skip
+                                     "transition_id", "sweep_id").get(pk=pk)  # fmt: skip
         log.info("alert state", alert=pk, comparison=alert["comparison_id"],
                  change_point=alert["change_point_id"], bisection=alert["bisection_id"],
-                 transition=alert["transition_id"], state=state,
+                 transition=alert["transition_id"], sweep=alert["sweep_id"], state=state,
                  reason=str(fields.get("last_error", ""))[:200])  # fmt: skip
     return bool(done)
 
@@ -97,6 +97,8 @@ def _checked(alert: Alert) -> str | None:
     reg = alert.transition.regression if alert.transition else None
     c = alert.comparison or (alert.bisection.comparison if alert.bisection else None)
     c = c or (reg.comparison if reg else None)
+    if alert.sweep_id is not None:  # a sweep's points share their first one's visibility
+        c = Comparison.objects.get(sweep_point__sweep_id=alert.sweep_id, sweep_point__position=0)
     if (c is not None and c.visibility == Comparison.Visibility.RESTRICTED
             and not member_may_see(alert.recipient, c)):  # fmt: skip
         return "the comparison is restricted and this address's account may not see it"

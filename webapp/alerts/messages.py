@@ -490,3 +490,45 @@ def culprit_body(f: CulpritFacts, links: Links, reason: str) -> str:
     parts += ["The comparison it bisected:", f"  {f.comparison_url}", ""]
     parts += _footer(reason, links)
     return "\n".join(parts) + "\n"
+
+
+@dataclass(frozen=True)
+class SweepFacts:
+    """A sweep whose B scales worse than A, and what its mail says of it."""
+
+    sweep_id: int
+    tree: str
+    kernels: str  # "B against A" in words, as the point comparisons' header names them
+    benchmark: str
+    statistic: str  # "writer_duration p50"
+    axis: str  # "vCPUs (log scale)", or the boot parameter
+    sentence: str  # the sweep's verdict sentence (webapp/sweeps/summary.py)
+    points: tuple[tuple[str, str, str], ...]  # (value, the point's verdict, its shift and CI)
+
+
+def sweep_subject(f: SweepFacts) -> str:
+    return header_text(f"[rcubench] {f.tree}: {f.benchmark} scales worse against {f.axis} "
+                       f"(sweep #{f.sweep_id})", SUBJECT_MAX)  # fmt: skip
+
+
+def sweep_body(f: SweepFacts, links: Links, reason: str) -> str:
+    """B's primary grows faster than A's along the sweep's axis: the slopes and their
+    ratio, every point with its own verdict, the sweep's page, and how to stop these mails."""
+    parts = [
+        _para(
+            f"rcubench swept {f.kernels} on {f.benchmark} {f.statistic} against {f.axis}, "
+            "and B scales worse than A:"
+        ),
+        "",
+        _para(f.sentence, "  "),
+        "",
+        "Each point (a comparison of its own) and its verdict after Holm across them:",
+        "",
+        *(f"  {value:>12}  {verdict:<24} {shift}".rstrip() for value, verdict, shift in f.points),
+        "",
+        "The sweep, with both sides' curves:",
+        f"  {links.report}",
+        "",
+        *_footer(reason, links),
+    ]
+    return "\n".join(parts) + "\n"

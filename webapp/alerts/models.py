@@ -37,7 +37,7 @@ SUBSCRIBABLE = [
     (v, label) for v, label in Kind.choices if v not in (Kind.REPLY, Kind.RESULT, Kind.STATE)
 ]
 # What an Alert is about: exactly one of these foreign keys is set.
-EVENTS = ("comparison", "change_point", "bisection", "inbound", "transition")
+EVENTS = ("comparison", "change_point", "bisection", "inbound", "transition", "sweep")
 
 
 def _about_one_thing() -> Q:
@@ -81,6 +81,10 @@ class Alert(models.Model):
         "regressions.Transition", null=True, blank=True, on_delete=models.CASCADE,
         related_name="alerts",
     )  # fmt: skip
+    # A sweep whose B scales worse than A (webapp/alerts/sweep.py), mailed as a regression.
+    sweep = models.ForeignKey(
+        "sweeps.Sweep", null=True, blank=True, on_delete=models.CASCADE, related_name="alerts"
+    )
     kind = models.CharField(max_length=16, choices=Kind)
     recipient = models.EmailField(max_length=254)
     reason = models.CharField(
@@ -128,6 +132,11 @@ class Alert(models.Model):
                 fields=["transition", "kind", "recipient"],
                 condition=Q(transition__isnull=False),
                 name="alert_once_per_transition",
+            ),
+            models.UniqueConstraint(
+                fields=["sweep", "kind", "recipient"],
+                condition=Q(sweep__isnull=False),
+                name="alert_once_per_sweep",
             ),
         ]
 

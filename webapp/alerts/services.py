@@ -37,6 +37,7 @@ from webapp.comparisons.reproducer import public_url, reproducer
 from webapp.comparisons.summary import header, verdict_rows
 from webapp.regressions.models import Regression, Transition, Via
 from webapp.states import Result
+from webapp.sweeps.models import Sweep
 from webapp.text import storable
 from webapp.trees.models import PatchSeries, Tree
 from webapp.watch.models import ChangePoint
@@ -386,6 +387,10 @@ def bisection_url(bisection_id: int) -> str:
     return public_url() + f"/bisections/{bisection_id}/"
 
 
+def sweep_url(sweep_id: int) -> str:
+    return public_url() + reverse("reports:sweep", args=[sweep_id])
+
+
 def _culprit_facts(b: Bisection) -> messages.CulpritFacts:
     position = b.first or 0
     commit = b.commits[position - 1]
@@ -492,6 +497,14 @@ def render(alert: Alert) -> EmailMessage:
         extra = {"X-rcubench-Comparison": str(b.comparison_id),
                  "X-rcubench-Bisection": str(b.pk),
                  "X-rcubench-Culprit": facts.sha or facts.label}  # fmt: skip
+    elif alert.sweep_id is not None:
+        # A function-local import: alerts/sweep.py imports this module for its helpers.
+        from webapp.alerts.sweep import facts as sweep_facts
+
+        sweep = Sweep.objects.get(pk=alert.sweep_id)
+        links = messages.Links(sweep_url(sweep.pk), links.unsubscribe, links.subscriptions)
+        body = messages.sweep_body(sweep_facts(sweep), links, alert.reason)
+        extra = {"X-rcubench-Sweep": str(sweep.pk), "X-rcubench-Verdict": sweep.verdict}
     elif alert.inbound is not None:
         body = messages.command_answer_body(alert.inbound.outcome, links, alert.reason)
         extra = {"X-rcubench-Command": str(alert.inbound_id)}

@@ -18,7 +18,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from engine.vm.topology import Topology, TopologyError, parse_topology
-from webapp import access, logs
+from stats.sweeps import SCALES_WORSE
+from webapp import access, dispatch, logs
 from webapp.access import AnyUser
 from webapp.comparisons import orchestrator
 from webapp.comparisons.models import Comparison, ComparisonState, Target
@@ -166,6 +167,8 @@ def conclude(sweep_id: int) -> bool:
         locked.finished_at = timezone.now()
         locked.save(update_fields=["verdict", "interaction_verdict", "result",
                                    "error_message", "finished_at"])  # fmt: skip
+        if locked.verdict == SCALES_WORSE:  # mailed like a regression (alerts/sweep.py)
+            dispatch.send_notify_sweep(sweep_id)
         log.info("sweep state", sweep=sweep_id, state="done", verdict=locked.verdict,
                  interaction=locked.interaction_verdict, error=judged.error[:200])  # fmt: skip
     return True

@@ -6,11 +6,13 @@ from typing import Any
 from django.conf import settings
 
 from webapp.alerts import delivery, inbound, services
+from webapp.alerts import sweep as sweep_alerts
 from webapp.bisections import services as bisections
 from webapp.regressions import services as regressions
 from webapp.routing import (
     NOTIFY_CHANGE_POINT,
     NOTIFY_COMPARISON,
+    NOTIFY_SWEEP,
     NOTIFY_TRANSITION,
     PROCESS_INBOUND,
     RESEND_LOST_ALERTS,
@@ -50,6 +52,11 @@ def notify_change_point_task(change_point_id: int) -> int:
 @app.task(name=NOTIFY_TRANSITION, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
 def notify_transition_task(transition_id: int) -> int:
     return len(services.notify_transition(transition_id))
+
+
+@app.task(name=NOTIFY_SWEEP, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
+def notify_sweep_task(sweep_id: int) -> int:
+    return len(sweep_alerts.notify_sweep(sweep_id))
 
 
 @app.task(name=PROCESS_INBOUND, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)
