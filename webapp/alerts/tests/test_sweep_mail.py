@@ -30,7 +30,7 @@ def _ended_sweep(settings, b_exponent: float) -> Sweep:
     ))  # fmt: skip
     rng = np.random.default_rng(11)
     for p in sweep.points.select_related("comparison"):
-        ended_point(p.comparison, p.x**0.2, p.x**b_exponent, rng)
+        ended_point(p.comparison, p.x**0.2, p.x**b_exponent, rng)  # type: ignore[operator]
         # A point is never mailed itself, whatever its verdict.
         assert services.notify_comparison(p.comparison_id) == []
     return sweep
