@@ -17,5 +17,6 @@ urlpatterns = [
     path("hooks/", include("webapp.webhooks.urls")),
     path("trees/", include("webapp.webhooks.page_urls")),
     path("", include("webapp.comparisons.urls")),
+    path("", include("webapp.sweeps.urls")),
     path("", include("webapp.reports.urls")),
 ]
