@@ -38,6 +38,7 @@ from webapp.comparisons.summary import header, verdict_rows
 from webapp.regressions.models import Regression, Transition, Via
 from webapp.states import Result
 from webapp.sweeps.models import Sweep
+from webapp.sweeps.summary import mail_facts
 from webapp.text import storable
 from webapp.trees.models import PatchSeries, Tree
 from webapp.watch.models import ChangePoint
@@ -499,11 +500,10 @@ def render(alert: Alert) -> EmailMessage:
                  "X-rcubench-Culprit": facts.sha or facts.label}  # fmt: skip
     elif alert.sweep_id is not None:
         # A function-local import: alerts/sweep.py imports this module for its helpers.
-        from webapp.alerts.sweep import facts as sweep_facts
 
         sweep = Sweep.objects.get(pk=alert.sweep_id)
         links = messages.Links(sweep_url(sweep.pk), links.unsubscribe, links.subscriptions)
-        body = messages.sweep_body(sweep_facts(sweep), links, alert.reason)
+        body = messages.sweep_body(mail_facts(sweep), links, alert.reason)
         extra = {"X-rcubench-Sweep": str(sweep.pk), "X-rcubench-Verdict": sweep.verdict}
     elif alert.inbound is not None:
         body = messages.command_answer_body(alert.inbound.outcome, links, alert.reason)

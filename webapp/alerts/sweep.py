@@ -12,44 +12,11 @@ comparison is never mailed (trigger "sweep"), so this is the one mail of a sweep
 from webapp.alerts import messages
 from webapp.alerts.models import Alert
 from webapp.alerts.services import comparison_recipients, message_id, queue_alerts, skipped_fields
-from webapp.comparisons.detectable import two_digits
-from webapp.comparisons.models import Comparison
-from webapp.comparisons.names import kernel_names
 from webapp.sweeps.models import Sweep
-from webapp.sweeps.summary import summary
+from webapp.sweeps.summary import first_point, mail_facts
 from webapp.text import storable
 
 SCALES_WORSE = "scales-worse"
-
-
-def first_point(sweep: Sweep) -> Comparison:
-    """The comparison of the sweep's first point: its tree, kernels and visibility are
-    every point's."""
-    return Comparison.objects.select_related(
-        "revision_a__tree", "revision_b__tree", "revision_b__series", "target"
-    ).get(sweep_point__sweep=sweep, sweep_point__position=0)
-
-
-def facts(sweep: Sweep) -> messages.SweepFacts:
-    s = summary(sweep)
-    c = first_point(sweep)
-    a, b = kernel_names(c)
-    points = []
-    for p in s.points:
-        shift = ""
-        if p.shift_pct is not None:
-            shift = f"{p.shift_pct:+.2f}%"
-            if p.ci_low_pct is not None and p.ci_high_pct is not None:
-                shift += f" [{two_digits(p.ci_low_pct)}, {two_digits(p.ci_high_pct)}]"
-        points.append((p.value, p.verdict or p.state, shift))
-    kernels = f"{b.text} against {a.text}"
-    if c.cmdline_b != c.cmdline_a:
-        kernels += f" (B's command line: {c.cmdline_b})"
-    return messages.SweepFacts(
-        sweep_id=sweep.pk, tree=c.revision_a.tree.name, kernels=kernels,
-        benchmark=s.benchmark, statistic=f"{s.metric} {s.statistic}".strip(),
-        axis=s.axis_label, sentence=s.sentence, points=tuple(points),
-    )  # fmt: skip
 
 
 def notify_sweep(sweep_id: int) -> list[int]:
@@ -58,7 +25,7 @@ def notify_sweep(sweep_id: int) -> list[int]:
     if not sweep.done or sweep.verdict != SCALES_WORSE:
         return []
     kind = Alert.Kind.REGRESSION
-    subject = messages.sweep_subject(facts(sweep))
+    subject = messages.sweep_subject(mail_facts(sweep))
     rows = [
         Alert(sweep=sweep, kind=kind, recipient=r.address, reason=r.reason[:200],
               subject=storable(subject), message_id=message_id(f"s{sweep.pk}", kind, r.address),

@@ -17,10 +17,12 @@ from benchmarks.registry import get as get_benchmark
 from stats import sweeps
 from stats.inputs import MetricInput, primary_statistics, side_values
 from stats.sequential import holm
+from webapp.alerts.messages import SweepFacts
 from webapp.analysis.models import MetricVerdict, Verdict
 from webapp.analysis.services import metric_inputs
 from webapp.comparisons.detectable import two_digits
 from webapp.comparisons.models import Comparison, ComparisonState
+from webapp.comparisons.names import kernel_names
 from webapp.sweeps.models import Sweep, SweepPoint
 
 CHANGES = (Verdict.REGRESSION, Verdict.IMPROVEMENT)
@@ -149,12 +151,15 @@ def judge(sweep: Sweep) -> Judged:
     """The scaling verdict (and the interaction's for two points) from every point's runs."""
     comparisons = {p.comparison_id: p.comparison for p in sweep.points.select_related("comparison")}
     rows = _point_rows(sweep, {pk: c.alpha for pk, c in comparisons.items()})
+    # A point without runs on both sides (failed, cancelled) is named, and left out.
+    errors = [f"point {r.value} (#{r.comparison_id}) has no runs to judge: {r.note or r.state}"
+              for r in rows if len(r.runs_a) < 2 or len(r.runs_b) < 2]  # fmt: skip
     usable = [r for r in rows if r.x is not None and len(r.runs_a) >= 2 and len(r.runs_b) >= 2]
     spec = get_benchmark(sweep.benchmark).spec
     primary = spec.primary
     lower = primary.better.value == "lower"
     result: dict[str, object] = {"points_used": [r.position for r in usable]}
-    verdict, interaction_verdict, errors = "", "", []
+    verdict, interaction_verdict = "", ""
     if len({r.x for r in usable}) >= 2:
         try:
             s = sweeps.scaling(
@@ -166,7 +171,8 @@ def judge(sweep: Sweep) -> Judged:
             result["scaling"] = _scaling_dict(s)
         except ValueError as exc:
             errors.append(f"no slope: {exc}")
-    else:
+    elif len(rows) > 2 or any(r.x is not None for r in rows):
+        # Two labels (on, off) are a 2 x 2, not an axis: no slope is expected of them.
         errors.append("no slope: fewer than two points with a numeric axis value and runs")
     if len(rows) == 2 and all(len(r.runs_a) >= 2 and len(r.runs_b) >= 2 for r in rows):
         first, second = rows
@@ -239,9 +245,10 @@ def _est(d: dict[str, object], key: str) -> str:
     value = d.get(key)
     if not isinstance(value, float | int):
         return "undefined"
-    ci = f" [{two_digits(low)}, {two_digits(high)}]" if isinstance(low, float | int) and \
+    # Three significant digits: a ratio of slopes near 1 needs them (1.21 [1.17, 1.27]).
+    ci = f" [{low:.3g}, {high:.3g}]" if isinstance(low, float | int) and \
         isinstance(high, float | int) else ""  # fmt: skip
-    return f"{two_digits(value)}{ci}"
+    return f"{value:.3g}{ci}"
 
 
 def sentence(sweep: Sweep) -> str:
@@ -265,3 +272,34 @@ def sentence(sweep: Sweep) -> str:
     if sweep.error_message:
         parts.append(sweep.error_message)
     return "; ".join(parts) or "no verdict"
+
+
+def first_point(sweep: Sweep) -> Comparison:
+    """The comparison of the sweep's first point: its tree, kernels and visibility are
+    every point's."""
+    return Comparison.objects.select_related(
+        "revision_a__tree", "revision_b__tree", "revision_b__series", "target"
+    ).get(sweep_point__sweep=sweep, sweep_point__position=0)
+
+
+def mail_facts(sweep: Sweep) -> SweepFacts:
+    """What the sweep's mail says (webapp/alerts/sweep.py and the mail's rendering)."""
+    s = summary(sweep)
+    c = first_point(sweep)
+    a, b = kernel_names(c)
+    points = []
+    for p in s.points:
+        shift = ""
+        if p.shift_pct is not None:
+            shift = f"{p.shift_pct:+.2f}%"
+            if p.ci_low_pct is not None and p.ci_high_pct is not None:
+                shift += f" [{two_digits(p.ci_low_pct)}, {two_digits(p.ci_high_pct)}]"
+        points.append((p.value, p.verdict or p.state, shift))
+    kernels = f"{b.text} against {a.text}"
+    if c.cmdline_b != c.cmdline_a:
+        kernels += f" (B's command line: {c.cmdline_b})"
+    return SweepFacts(
+        sweep_id=sweep.pk, tree=c.revision_a.tree.name, kernels=kernels,
+        benchmark=s.benchmark, statistic=f"{s.metric} {s.statistic}".strip(),
+        axis=s.axis_label, sentence=s.sentence, points=tuple(points),
+    )  # fmt: skip

@@ -188,3 +188,37 @@ def test_cancel_ends_every_unfinished_point_for_who_may_cancel(few_runs):
     services.cancel_for(admin, sweep.pk)
     assert set(Comparison.objects.values_list("state", "error_code")) == {("done", "cancelled")}
     assert SweepPoint.objects.count() == 2
+
+
+def test_a_point_that_failed_is_named_and_the_others_still_give_the_slope(few_runs):
+    sweep = _sweep()
+    rng = np.random.default_rng(8)
+    first, second, third = sweep.points.select_related("comparison")
+    for p in (first, second):
+        ended_point(p.comparison, p.x**0.3, p.x**0.3, rng)  # type: ignore[operator]
+    Comparison.objects.filter(pk=third.comparison_id).update(
+        state="done", result="failed", error_code="runs-failed",
+        error_message="sync-rcu-latency side A: 12 of 12 runs failed",
+    )  # fmt: skip
+    services.conclude(sweep.pk)
+    sweep.refresh_from_db()
+    assert sweep.result["points_used"] == [0, 1]
+    assert sweep.verdict in ("same", "inconclusive")
+    assert sweep.error_message == (f"point 4 (#{third.comparison_id}) has no runs to judge: "
+                                   "sync-rcu-latency side A: 12 of 12 runs failed")  # fmt: skip
+
+
+def test_two_labels_are_a_2x2_with_no_slope_expected(few_runs):
+    sweep = services.submit_sweep(services.SweepRequest(
+        pair=_pair(), axis="cmdline", parameter="nohz", values=("on", "off"),
+    ))  # fmt: skip
+    rng = np.random.default_rng(9)
+    first, second = sweep.points.select_related("comparison")
+    ended_point(first.comparison, 1.0, 1.16, rng, verdict="regression", p=0.001)
+    ended_point(second.comparison, 0.7, 0.7, rng)
+    services.conclude(sweep.pk)
+    sweep.refresh_from_db()
+    assert (sweep.verdict, sweep.interaction_verdict, sweep.error_message) == (
+        "", "interaction", "",
+    )  # fmt: skip
+    assert sweep.result["interaction"]["direction"] == "better"  # B's harm gone at "off"
