@@ -9,7 +9,7 @@ when every point has ended (services.conclude), from the runs stored then.
 """
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -45,6 +45,7 @@ class PointRow:
     p_holm: float | None
     runs_a: tuple[float, ...]  # the run-level primary of each run, side A
     runs_b: tuple[float, ...]
+    statistic: str = ""  # the judged run-level statistic ("p50"); "" without runs
     note: str = ""
 
 
@@ -82,7 +83,6 @@ class SweepSummary:
     finished_at: object
     requested_by: str
     finished_points: int = 0
-    lines: tuple[str, ...] = field(default=())
 
 
 def _primary(c: Comparison, benchmark: str) -> tuple[MetricInput, str] | None:
@@ -119,12 +119,12 @@ def _point_rows(sweep: Sweep, alpha_of: dict[int, float]) -> list[PointRow]:
         c = p.comparison
         a, b, metric, statistic, _, _ = _runs(c, sweep.benchmark)
         row = _final_row(c, sweep.benchmark, metric, statistic) if statistic else None
-        raw.append((p, c, a, b, row))
+        raw.append((p, c, a, b, row, statistic))
     # Holm over the points whose primary has a p value (a failed point has none).
-    ps = {i: row.p_value for i, (*_, row) in enumerate(raw) if row and row.p_value is not None}
+    ps = {i: row.p_value for i, (*_, row, _) in enumerate(raw) if row and row.p_value is not None}
     adjusted = dict(zip(ps, holm(list(ps.values())), strict=True)) if ps else {}
     rows = []
-    for i, (p, c, a, b, row) in enumerate(raw):
+    for i, (p, c, a, b, row, statistic) in enumerate(raw):
         p_holm = float(adjusted[i]) if i in adjusted else None
         verdict, note = "", ""
         if c.state == ComparisonState.DONE and row is not None:
@@ -142,7 +142,8 @@ def _point_rows(sweep: Sweep, alpha_of: dict[int, float]) -> list[PointRow]:
             shift_pct=row.shift_pct if row else None, ci_low_pct=row.ci_low_pct if row else None,
             ci_high_pct=row.ci_high_pct if row else None,
             p_value=row.p_value if row else None, p_holm=p_holm,
-            runs_a=tuple(float(v) for v in a), runs_b=tuple(float(v) for v in b), note=note,
+            runs_a=tuple(float(v) for v in a), runs_b=tuple(float(v) for v in b),
+            statistic=statistic, note=note,
         ))  # fmt: skip
     return rows
 
@@ -207,7 +208,7 @@ def summary(sweep: Sweep) -> SweepSummary:
     comparisons = {p.comparison_id: p.comparison for p in sweep.points.select_related("comparison")}
     rows = _point_rows(sweep, {pk: c.alpha for pk, c in comparisons.items()})
     primary = get_benchmark(sweep.benchmark).spec.primary
-    statistic = next((r for r in _statistics(sweep, rows)), "")
+    statistic = next((r.statistic for r in rows if r.statistic), "")
     finished = sum(1 for c in comparisons.values() if c.state == ComparisonState.DONE)
     return SweepSummary(
         pk=sweep.pk, axis=sweep.axis, axis_label=axis_label(sweep), parameter=sweep.parameter,
@@ -219,15 +220,6 @@ def summary(sweep: Sweep) -> SweepSummary:
         sentence=sentence(sweep), created_at=sweep.created_at, finished_at=sweep.finished_at,
         requested_by=sweep.requested_by, finished_points=finished,
     )  # fmt: skip
-
-
-def _statistics(sweep: Sweep, rows: list[PointRow]) -> list[str]:
-    for r in rows:
-        c = Comparison.objects.get(pk=r.comparison_id)
-        found = _primary(c, sweep.benchmark)
-        if found:
-            return [found[1]]
-    return []
 
 
 def axis_label(sweep: Sweep) -> str:
