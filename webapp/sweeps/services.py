@@ -196,7 +196,19 @@ def cancel_for(user: AnyUser, sweep_id: int) -> Sweep:
     first = sweep.points.select_related("comparison__revision_a__tree").get(position=0)
     if not access.can_cancel(user, first.comparison):
         raise PermissionDenied("you may not cancel this sweep")
-    for point in sweep.points.filter(comparison__state__in=orchestrator.ACTIVE):
-        orchestrator.cancel(point.comparison_id, f"sweep #{sweep.pk} cancelled")
-    log.info("sweep state", sweep=sweep.pk, state="cancelling", by=getattr(user, "pk", None))
+    cancel(sweep, by=user.get_username(), how=f"by {user.get_username()}")
     return sweep
+
+
+def cancel(sweep: Sweep, *, by: str, how: str) -> int:
+    """Cancel every unfinished point of `sweep` and log it once ("sweep state", cancelling,
+    `by` whom: a username, or "cli" for the operator). No permission check: users come
+    through cancel_for, the operator's command line may cancel any sweep (as compare
+    --cancel may any comparison). `how` ends each point's reason ("by ada", "from the
+    command line"). Returns how many points this ended."""
+    reason = f"sweep #{sweep.pk} cancelled {how}".strip()
+    ended = 0
+    for point in sweep.points.filter(comparison__state__in=orchestrator.ACTIVE):
+        ended += orchestrator.cancel(point.comparison_id, reason)
+    log.info("sweep state", sweep=sweep.pk, state="cancelling", by=by, points=ended)
+    return ended

@@ -2,6 +2,8 @@
 comparison of the sweep's cohort), refusals that leave nothing, the verdicts stored when
 the last point ends (from stored runs whose slope is known), and cancel."""
 
+import logging
+
 import numpy as np
 import pytest
 from django.core.exceptions import PermissionDenied
@@ -176,7 +178,7 @@ def test_holm_across_points_keeps_a_point_change_only_if_it_survives(few_runs):
     assert "not after Holm across 3 points" in rows[0].note
 
 
-def test_cancel_ends_every_unfinished_point_for_who_may_cancel(few_runs):
+def test_cancel_ends_every_unfinished_point_for_who_may_cancel(few_runs, caplog):
     sweep = _sweep(values=("1", "2"))
     tree = sweep.points.first().comparison.revision_a.tree  # type: ignore[union-attr]
     stranger = UserFactory.create()
@@ -185,9 +187,23 @@ def test_cancel_ends_every_unfinished_point_for_who_may_cancel(few_runs):
         services.cancel_for(stranger, sweep.pk)
     admin = UserFactory.create()
     MembershipFactory.create(user=admin, tree=tree, role="admin")
+    caplog.set_level(logging.INFO)
     services.cancel_for(admin, sweep.pk)
     assert set(Comparison.objects.values_list("state", "error_code")) == {("done", "cancelled")}
     assert SweepPoint.objects.count() == 2
+    assert cancelling(caplog) == [{"sweep": sweep.pk, "by": admin.username, "points": 2}]
+    reasons = set(Comparison.objects.values_list("error_message", flat=True))
+    assert reasons == {f"sweep #{sweep.pk} cancelled by {admin.username}"}
+
+
+def cancelling(caplog: pytest.LogCaptureFixture) -> list[dict[str, object]]:
+    """The "sweep state" lines logged with state cancelling, without the state."""
+    lines = [r.msg for r in caplog.records if isinstance(r.msg, dict)]
+    return [
+        {k: v for k, v in x.items() if k in ("sweep", "by", "points")}
+        for x in lines
+        if x.get("event") == "sweep state" and x.get("state") == "cancelling"
+    ]
 
 
 def test_a_point_that_failed_is_named_and_the_others_still_give_the_slope(few_runs):
