@@ -33,6 +33,7 @@ class Sweep(models.Model):
     )
     base_target = models.ForeignKey(Target, on_delete=models.PROTECT, related_name="+")
     benchmark = models.CharField(max_length=64, help_text="The benchmark whose primary is judged.")
+    # The run-level primary judged ("writer_duration", "p50"): stored with the verdict.
     metric = models.CharField(max_length=64, blank=True)
     statistic = models.CharField(max_length=16, blank=True)
     # Set when every point has ended (services.conclude); blank while it runs.

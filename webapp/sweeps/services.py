@@ -164,9 +164,10 @@ def conclude(sweep_id: int) -> bool:
             return False
         locked.verdict, locked.interaction_verdict = judged.verdict, judged.interaction_verdict
         locked.result, locked.error_message = judged.result, judged.error
+        locked.metric, locked.statistic = judged.metric, judged.statistic
         locked.finished_at = timezone.now()
-        locked.save(update_fields=["verdict", "interaction_verdict", "result",
-                                   "error_message", "finished_at"])  # fmt: skip
+        locked.save(update_fields=["verdict", "interaction_verdict", "result", "metric",
+                                   "statistic", "error_message", "finished_at"])  # fmt: skip
         if locked.verdict == SCALES_WORSE:  # mailed like a regression (alerts/sweep.py)
             dispatch.send_notify_sweep(sweep_id)
         log.info("sweep state", sweep=sweep_id, state="done", verdict=locked.verdict,

@@ -51,12 +51,15 @@ class PointRow:
 
 @dataclass(frozen=True)
 class Judged:
-    """The sweep's verdicts as services.conclude stores them."""
+    """The sweep's verdicts as services.conclude stores them, with the run-level primary
+    judged (`metric` and `statistic`: "writer_duration", "p50")."""
 
     verdict: str
     interaction_verdict: str
     result: dict[str, object]
     error: str = ""
+    metric: str = ""
+    statistic: str = ""
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,15 @@ def judge(sweep: Sweep) -> Judged:
             result["interaction"] = {k: _finite(v) for k, v in vars(i).items()}
         except ValueError as exc:
             errors.append(f"no interaction: {exc}")
-    return Judged(verdict, interaction_verdict, result, "; ".join(errors))
+    return Judged(
+        verdict, interaction_verdict, result, "; ".join(errors), metric=primary.name,
+        statistic=_statistic(rows),
+    )  # fmt: skip
+
+
+def _statistic(rows: list[PointRow]) -> str:
+    """The run-level statistic the rows' runs are of (every point's is the same)."""
+    return next((r.statistic for r in rows if r.statistic), "")
 
 
 def _finite(v: object) -> object:
@@ -204,16 +215,17 @@ def _scaling_dict(s: sweeps.Scaling) -> dict[str, object]:
 
 
 def summary(sweep: Sweep) -> SweepSummary:
-    """The sweep as its page, the API and the CLI show it."""
+    """The sweep as its page, the API and the CLI show it (a concluded sweep's metric and
+    statistic as they were judged)."""
     comparisons = {p.comparison_id: p.comparison for p in sweep.points.select_related("comparison")}
     rows = _point_rows(sweep, {pk: c.alpha for pk, c in comparisons.items()})
     primary = get_benchmark(sweep.benchmark).spec.primary
-    statistic = next((r.statistic for r in rows if r.statistic), "")
     finished = sum(1 for c in comparisons.values() if c.state == ComparisonState.DONE)
     return SweepSummary(
         pk=sweep.pk, axis=sweep.axis, axis_label=axis_label(sweep), parameter=sweep.parameter,
         values=tuple(sweep.values), log_axis=sweep.log_axis, benchmark=sweep.benchmark,
-        metric=primary.name, statistic=statistic, unit=primary.unit,
+        metric=sweep.metric or primary.name, statistic=sweep.statistic or _statistic(rows),
+        unit=primary.unit,
         base_target=sweep.base_target.name, state="done" if sweep.done else "running",
         verdict=sweep.verdict, interaction_verdict=sweep.interaction_verdict,
         result=sweep.result, error=sweep.error_message, points=tuple(rows),

@@ -135,6 +135,9 @@ def test_b_growing_faster_than_a_along_the_axis_scales_worse_once_the_last_point
     s = summary(sweep)
     assert s.sentence.startswith("scales-worse: A's exponent 0.2")
     assert [len(p.runs_a) for p in s.points] == [12, 12, 12]
+    # The run-level primary judged is stored with the verdict, for the API and the page.
+    assert (sweep.metric, sweep.statistic) == ("writer_duration", "p50")
+    assert (s.metric, s.statistic) == ("writer_duration", "p50")
 
 
 def test_the_same_kernels_at_every_point_scale_the_same(few_runs):
