@@ -39,6 +39,7 @@ class Sweep(models.Model):
     # Set when every point has ended (services.conclude); blank while it runs.
     verdict = models.CharField(max_length=32, blank=True, help_text="The scaling verdict.")
     interaction_verdict = models.CharField(max_length=32, blank=True)
+    # With the point rows judged ("points": summary.stored_rows reads them back).
     result = models.JSONField(
         default=dict, blank=True, help_text="The slopes, ratio, interaction and their CIs."
     )

@@ -83,5 +83,6 @@ def test_a_concluded_sweep_shows_the_statistic_judged_and_its_points(member):
     assert Sweep.objects.filter(pk=pk, metric="writer_duration", statistic="p50").exists()
     body = APIClient().get(f"/api/v1/sweeps/{pk}/").json()
     assert (body["state"], body["metric"], body["statistic"]) == ("done", "writer_duration", "p50")
+    assert "points" not in body["result"]  # the rows judged are `points`, once
     assert [len(p["runs_a"]) for p in body["points"]] == [12, 12, 12]
     assert body["finished_points"] == 3
