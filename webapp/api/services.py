@@ -215,22 +215,28 @@ def check_submitter(user: AbstractBaseUser, tree_name: str) -> None:
         )  # fmt: skip
 
 
+def comparison_request(
+    user: AbstractBaseUser, fields: dict[str, Any], mbox: bytes | None
+) -> ComparisonRequest:
+    """The request `user` makes with a submission's validated fields (those of
+    serializers.ComparisonRequestSerializer) and the series' mbox: one place for the
+    comparison and the sweep endpoints (webapp/api/sweeps.py), so both ask alike."""
+    return ComparisonRequest(
+        tree=fields["tree"], base_ref=fields["base_ref"], head_ref=fields["head_ref"],
+        series_mbox=mbox, patch_fallback=fields["patch_fallback"],
+        benchmarks=tuple(fields["benchmarks"]), target=fields["target"], arch=fields["arch"],
+        cmdline_a=fields["cmdline_a"], cmdline_b=fields["cmdline_b"],
+        min_runs=fields["min_runs"], max_runs=fields["max_runs"], alpha=fields["alpha"],
+        threshold_pct=fields["threshold_pct"], seed=fields["seed"],
+        visibility=fields["visibility"], trigger=Comparison.Trigger.API,
+        requested_by=f"api:{user.get_username()}", submitted_by=user.pk,
+    )  # fmt: skip
+
+
 def submit(user: AbstractBaseUser, fields: dict[str, Any], mbox: bytes | None) -> Comparison:
     """Submit for `user` through the one submission service (SubmissionError names the
     field at fault)."""
-    return submit_comparison(
-        ComparisonRequest(
-            tree=fields["tree"], base_ref=fields["base_ref"], head_ref=fields["head_ref"],
-            series_mbox=mbox, patch_fallback=fields["patch_fallback"],
-            benchmarks=tuple(fields["benchmarks"]), target=fields["target"],
-            arch=fields["arch"],
-            cmdline_a=fields["cmdline_a"], cmdline_b=fields["cmdline_b"],
-            min_runs=fields["min_runs"], max_runs=fields["max_runs"], alpha=fields["alpha"],
-            threshold_pct=fields["threshold_pct"], seed=fields["seed"],
-            visibility=fields["visibility"], trigger=Comparison.Trigger.API,
-            requested_by=f"api:{user.get_username()}", submitted_by=user.pk,
-        )
-    )  # fmt: skip
+    return submit_comparison(comparison_request(user, fields, mbox))
 
 
 DiagnosisRefused = diagnostic_runs.DiagnosisRefused

@@ -18,9 +18,8 @@ from webapp.api import services as api_services
 from webapp.api.auth import TokenScopes
 from webapp.api.serializers import ComparisonRequestSerializer
 from webapp.api.views import lore_series as _lore
-from webapp.comparisons.models import Comparison
 from webapp.comparisons.reproducer import public_url
-from webapp.comparisons.submission import ComparisonRequest, SubmissionError
+from webapp.comparisons.submission import SubmissionError
 from webapp.sweeps import services
 from webapp.sweeps.models import Sweep
 from webapp.sweeps.summary import summary
@@ -93,16 +92,7 @@ class SweepSerializer(serializers.Serializer[Any]):
 
 def _request(user: Any, fields: dict[str, Any]) -> services.SweepRequest:
     mbox = _lore(fields["message_id"].strip()) if fields["message_id"].strip() else None
-    pair = ComparisonRequest(
-        tree=fields["tree"], base_ref=fields["base_ref"], head_ref=fields["head_ref"],
-        series_mbox=mbox, patch_fallback=fields["patch_fallback"],
-        benchmarks=tuple(fields["benchmarks"]), target=fields["target"], arch=fields["arch"],
-        cmdline_a=fields["cmdline_a"], cmdline_b=fields["cmdline_b"],
-        min_runs=fields["min_runs"], max_runs=fields["max_runs"], alpha=fields["alpha"],
-        threshold_pct=fields["threshold_pct"], seed=fields["seed"],
-        visibility=fields["visibility"], trigger=Comparison.Trigger.API,
-        requested_by=f"api:{user.get_username()}", submitted_by=user.pk,
-    )  # fmt: skip
+    pair = api_services.comparison_request(user, fields, mbox)
     return services.SweepRequest(
         pair=pair, axis=fields["axis"], values=tuple(fields["values"]),
         parameter=fields["parameter"], log_axis=fields["log_axis"],

@@ -33,11 +33,13 @@ class Sweep(models.Model):
     )
     base_target = models.ForeignKey(Target, on_delete=models.PROTECT, related_name="+")
     benchmark = models.CharField(max_length=64, help_text="The benchmark whose primary is judged.")
+    # The run-level primary judged ("writer_duration", "p50"): stored with the verdict.
     metric = models.CharField(max_length=64, blank=True)
     statistic = models.CharField(max_length=16, blank=True)
     # Set when every point has ended (services.conclude); blank while it runs.
     verdict = models.CharField(max_length=32, blank=True, help_text="The scaling verdict.")
     interaction_verdict = models.CharField(max_length=32, blank=True)
+    # With the point rows judged ("points": summary.stored_rows reads them back).
     result = models.JSONField(
         default=dict, blank=True, help_text="The slopes, ratio, interaction and their CIs."
     )

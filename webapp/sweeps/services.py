@@ -164,9 +164,10 @@ def conclude(sweep_id: int) -> bool:
             return False
         locked.verdict, locked.interaction_verdict = judged.verdict, judged.interaction_verdict
         locked.result, locked.error_message = judged.result, judged.error
+        locked.metric, locked.statistic = judged.metric, judged.statistic
         locked.finished_at = timezone.now()
-        locked.save(update_fields=["verdict", "interaction_verdict", "result",
-                                   "error_message", "finished_at"])  # fmt: skip
+        locked.save(update_fields=["verdict", "interaction_verdict", "result", "metric",
+                                   "statistic", "error_message", "finished_at"])  # fmt: skip
         if locked.verdict == SCALES_WORSE:  # mailed like a regression (alerts/sweep.py)
             dispatch.send_notify_sweep(sweep_id)
         log.info("sweep state", sweep=sweep_id, state="done", verdict=locked.verdict,
@@ -196,7 +197,19 @@ def cancel_for(user: AnyUser, sweep_id: int) -> Sweep:
     first = sweep.points.select_related("comparison__revision_a__tree").get(position=0)
     if not access.can_cancel(user, first.comparison):
         raise PermissionDenied("you may not cancel this sweep")
-    for point in sweep.points.filter(comparison__state__in=orchestrator.ACTIVE):
-        orchestrator.cancel(point.comparison_id, f"sweep #{sweep.pk} cancelled")
-    log.info("sweep state", sweep=sweep.pk, state="cancelling", by=getattr(user, "pk", None))
+    cancel(sweep, by=user.get_username(), how=f"by {user.get_username()}")
     return sweep
+
+
+def cancel(sweep: Sweep, *, by: str, how: str) -> int:
+    """Cancel every unfinished point of `sweep` and log it once ("sweep state", cancelling,
+    `by` whom: a username, or "cli" for the operator). No permission check: users come
+    through cancel_for, the operator's command line may cancel any sweep (as compare
+    --cancel may any comparison). `how` ends each point's reason ("by ada", "from the
+    command line"). Returns how many points this ended."""
+    reason = f"sweep #{sweep.pk} cancelled {how}".strip()
+    ended = 0
+    for point in sweep.points.filter(comparison__state__in=orchestrator.ACTIVE):
+        ended += orchestrator.cancel(point.comparison_id, reason)
+    log.info("sweep state", sweep=sweep.pk, state="cancelling", by=by, points=ended)
+    return ended

@@ -6,10 +6,16 @@ point stands only if it survives the number of points looked at). For the sweep:
 side's slope of the run-level primary against the axis and B's against A's (stats/sweeps.py
 `scaling`), and for two points the difference-in-differences (`interaction`): decided once,
 when every point has ended (services.conclude), from the runs stored then.
+
+The rows judged are stored with the verdicts (the result's "points", with the metric and
+statistic judged in the sweep's columns): a concluded sweep's summary reads them back and
+reads no runs again. A sweep still running is summarised from its runs as they are.
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -49,14 +55,22 @@ class PointRow:
     note: str = ""
 
 
+ROW_FIELDS = frozenset(f.name for f in dataclasses.fields(PointRow))
+ROW_RUNS = ("runs_a", "runs_b")
+
+
 @dataclass(frozen=True)
 class Judged:
-    """The sweep's verdicts as services.conclude stores them."""
+    """The sweep's verdicts as services.conclude stores them: `result` holds the point
+    rows judged ("points", stored_rows reads them back); `metric` and `statistic` are the
+    run-level primary judged ("writer_duration", "p50")."""
 
     verdict: str
     interaction_verdict: str
     result: dict[str, object]
     error: str = ""
+    metric: str = ""
+    statistic: str = ""
 
 
 @dataclass(frozen=True)
@@ -159,7 +173,10 @@ def judge(sweep: Sweep) -> Judged:
     spec = get_benchmark(sweep.benchmark).spec
     primary = spec.primary
     lower = primary.better.value == "lower"
-    result: dict[str, object] = {"points_used": [r.position for r in usable]}
+    result: dict[str, object] = {
+        "points_used": [r.position for r in usable],
+        "points": [_row_dict(r) for r in rows],
+    }
     verdict, interaction_verdict = "", ""
     if len({r.x for r in usable}) >= 2:
         try:
@@ -189,7 +206,37 @@ def judge(sweep: Sweep) -> Judged:
             result["interaction"] = {k: _finite(v) for k, v in vars(i).items()}
         except ValueError as exc:
             errors.append(f"no interaction: {exc}")
-    return Judged(verdict, interaction_verdict, result, "; ".join(errors))
+    return Judged(
+        verdict, interaction_verdict, result, "; ".join(errors), metric=primary.name,
+        statistic=_statistic(rows),
+    )  # fmt: skip
+
+
+def _statistic(rows: list[PointRow]) -> str:
+    """The run-level statistic the rows' runs are of (every point's is the same)."""
+    return next((r.statistic for r in rows if r.statistic), "")
+
+
+def _row_dict(r: PointRow) -> dict[str, object]:
+    """`r` as JSON (stored with the verdicts): runs as lists, non-finite numbers as null."""
+    return {
+        k: [float(x) for x in v] if k in ROW_RUNS else _finite(v)
+        for k, v in dataclasses.asdict(r).items()
+    }
+
+
+def stored_rows(sweep: Sweep) -> list[PointRow] | None:
+    """The point rows judged when `sweep` concluded, as judge() stored them; None while it
+    runs, or for a sweep concluded before the rows were stored (then read live). A field
+    added to PointRow since needs a default; one removed is ignored."""
+    stored = sweep.result.get("points") if sweep.done and isinstance(sweep.result, dict) else None
+    if not isinstance(stored, list):
+        return None
+    rows = []
+    for d in stored:
+        fields: dict[str, Any] = {k: v for k, v in d.items() if k in ROW_FIELDS}
+        rows.append(PointRow(**fields | {k: tuple(fields[k]) for k in ROW_RUNS}))
+    return rows
 
 
 def _finite(v: object) -> object:
@@ -204,19 +251,28 @@ def _scaling_dict(s: sweeps.Scaling) -> dict[str, object]:
 
 
 def summary(sweep: Sweep) -> SweepSummary:
-    """The sweep as its page, the API and the CLI show it."""
-    comparisons = {p.comparison_id: p.comparison for p in sweep.points.select_related("comparison")}
-    rows = _point_rows(sweep, {pk: c.alpha for pk, c in comparisons.items()})
+    """The sweep as its page, the API and the CLI show it: a concluded sweep from what
+    was stored when it concluded (no run is read), one still running from its runs."""
+    rows = stored_rows(sweep)
+    if rows is None:
+        points = sweep.points.select_related("comparison")
+        comparisons = {p.comparison_id: p.comparison for p in points}
+        rows = _point_rows(sweep, {pk: c.alpha for pk, c in comparisons.items()})
+        finished = sum(1 for c in comparisons.values() if c.state == ComparisonState.DONE)
+    else:
+        finished = len(rows)  # a sweep concludes once every point has ended
     primary = get_benchmark(sweep.benchmark).spec.primary
-    statistic = next((r.statistic for r in rows if r.statistic), "")
-    finished = sum(1 for c in comparisons.values() if c.state == ComparisonState.DONE)
+    # The verdict's numbers; the rows stored beside them are `points`.
+    stored = sweep.result if isinstance(sweep.result, dict) else {}
+    result = {k: v for k, v in stored.items() if k != "points"}
     return SweepSummary(
         pk=sweep.pk, axis=sweep.axis, axis_label=axis_label(sweep), parameter=sweep.parameter,
         values=tuple(sweep.values), log_axis=sweep.log_axis, benchmark=sweep.benchmark,
-        metric=primary.name, statistic=statistic, unit=primary.unit,
+        metric=sweep.metric or primary.name, statistic=sweep.statistic or _statistic(rows),
+        unit=primary.unit,
         base_target=sweep.base_target.name, state="done" if sweep.done else "running",
         verdict=sweep.verdict, interaction_verdict=sweep.interaction_verdict,
-        result=sweep.result, error=sweep.error_message, points=tuple(rows),
+        result=result, error=sweep.error_message, points=tuple(rows),
         sentence=sentence(sweep), created_at=sweep.created_at, finished_at=sweep.finished_at,
         requested_by=sweep.requested_by, finished_points=finished,
     )  # fmt: skip

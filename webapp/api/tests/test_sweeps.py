@@ -1,11 +1,13 @@
 """/api/v1/sweeps/: submit a sweep, read it with its points, cancel it."""
 
+import numpy as np
 import pytest
 from rest_framework.test import APIClient
 
-from tests.support.factories import MembershipFactory, TreeFactory, UserFactory
+from tests.support.factories import MembershipFactory, TreeFactory, UserFactory, ended_point
 from webapp.comparisons.models import Comparison
-from webapp.sweeps.models import Sweep
+from webapp.sweeps import services
+from webapp.sweeps.models import Sweep, SweepPoint
 
 pytestmark = pytest.mark.django_db
 PARAM = "rcutree.jiffies_till_first_fqs"
@@ -69,3 +71,18 @@ def test_anonymous_cannot_submit_and_a_stranger_cannot_cancel(member):
     assert stranger.post(f"/api/v1/sweeps/{pk}/cancel/").status_code == 403
     assert not Comparison.objects.filter(state="done").exists()
     assert APIClient().get("/api/v1/sweeps/999999/").status_code == 404
+
+
+def test_a_concluded_sweep_shows_the_statistic_judged_and_its_points(member):
+    client, tree = member
+    pk = client.post("/api/v1/sweeps/", _body(tree), format="json").json()["id"]
+    rng = np.random.default_rng(2)
+    for p in SweepPoint.objects.filter(sweep_id=pk).select_related("comparison"):
+        ended_point(p.comparison, p.x**0.2, p.x**0.5, rng)  # type: ignore[operator]
+    assert services.conclude(pk)
+    assert Sweep.objects.filter(pk=pk, metric="writer_duration", statistic="p50").exists()
+    body = APIClient().get(f"/api/v1/sweeps/{pk}/").json()
+    assert (body["state"], body["metric"], body["statistic"]) == ("done", "writer_duration", "p50")
+    assert "points" not in body["result"]  # the rows judged are `points`, once
+    assert [len(p["runs_a"]) for p in body["points"]] == [12, 12, 12]
+    assert body["finished_points"] == 3

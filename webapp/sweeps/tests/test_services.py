@@ -2,6 +2,8 @@
 comparison of the sweep's cohort), refusals that leave nothing, the verdicts stored when
 the last point ends (from stored runs whose slope is known), and cancel."""
 
+import logging
+
 import numpy as np
 import pytest
 from django.core.exceptions import PermissionDenied
@@ -13,7 +15,8 @@ from tests.support.factories import (
     UserFactory,
     ended_point,
 )
-from webapp.comparisons.models import Comparison
+from webapp.analysis.models import MetricVerdict
+from webapp.comparisons.models import Comparison, Measurement
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError
 from webapp.sweeps import services
 from webapp.sweeps.models import Sweep, SweepPoint
@@ -133,6 +136,49 @@ def test_b_growing_faster_than_a_along_the_axis_scales_worse_once_the_last_point
     s = summary(sweep)
     assert s.sentence.startswith("scales-worse: A's exponent 0.2")
     assert [len(p.runs_a) for p in s.points] == [12, 12, 12]
+    # The run-level primary judged is stored with the verdict, for the API and the page.
+    assert (sweep.metric, sweep.statistic) == ("writer_duration", "p50")
+    assert (s.metric, s.statistic) == ("writer_duration", "p50")
+
+
+def test_a_concluded_sweep_is_summarised_from_what_was_judged_without_reading_runs(
+    few_runs, django_assert_num_queries
+):
+    sweep = _sweep()
+    rng = np.random.default_rng(10)
+    for p in sweep.points.select_related("comparison"):
+        ended_point(p.comparison, p.x**0.2, p.x**0.5, rng)  # type: ignore[operator]
+    assert services.conclude(sweep.pk)
+    sweep = Sweep.objects.select_related("base_target").get(pk=sweep.pk)
+    with django_assert_num_queries(0):  # no point, comparison, run or verdict read
+        judged = summary(sweep)
+    assert [len(p.runs_a) for p in judged.points] == [12, 12, 12]
+    assert "points" not in judged.result  # the rows are the summary's points, not its result
+    # The runs are gone (or would be read differently): the summary is what was judged.
+    Measurement.objects.all().delete()
+    MetricVerdict.objects.all().delete()
+    assert summary(sweep) == judged
+    assert summary(sweep).points[0].p_value == 0.5
+
+
+def test_the_stored_rows_are_the_rows_read_live(few_runs):
+    sweep = _sweep()
+    rng = np.random.default_rng(11)
+    ps = [0.02, 0.5, 0.001]
+    for p, pv in zip(sweep.points.select_related("comparison"), ps, strict=True):
+        verdict = "regression" if pv < 0.05 else "no-meaningful-change"
+        ended_point(p.comparison, p.x**0.3, p.x**0.4, rng, verdict=verdict, p=pv)  # type: ignore[operator]
+    Comparison.objects.update(alpha=0.03)
+    services.conclude(sweep.pk)
+    sweep.refresh_from_db()
+    stored = summary(sweep)
+    assert stored.points[0].verdict == "inconclusive"  # Holm's note is stored with the row
+    # A sweep concluded before the rows were stored is summarised from its runs, alike.
+    Sweep.objects.filter(pk=sweep.pk).update(
+        result={k: v for k, v in sweep.result.items() if k != "points"}, metric="", statistic=""
+    )
+    sweep.refresh_from_db()
+    assert summary(sweep) == stored
 
 
 def test_the_same_kernels_at_every_point_scale_the_same(few_runs):
@@ -176,7 +222,7 @@ def test_holm_across_points_keeps_a_point_change_only_if_it_survives(few_runs):
     assert "not after Holm across 3 points" in rows[0].note
 
 
-def test_cancel_ends_every_unfinished_point_for_who_may_cancel(few_runs):
+def test_cancel_ends_every_unfinished_point_for_who_may_cancel(few_runs, caplog):
     sweep = _sweep(values=("1", "2"))
     tree = sweep.points.first().comparison.revision_a.tree  # type: ignore[union-attr]
     stranger = UserFactory.create()
@@ -185,9 +231,23 @@ def test_cancel_ends_every_unfinished_point_for_who_may_cancel(few_runs):
         services.cancel_for(stranger, sweep.pk)
     admin = UserFactory.create()
     MembershipFactory.create(user=admin, tree=tree, role="admin")
+    caplog.set_level(logging.INFO)
     services.cancel_for(admin, sweep.pk)
     assert set(Comparison.objects.values_list("state", "error_code")) == {("done", "cancelled")}
     assert SweepPoint.objects.count() == 2
+    assert cancelling(caplog) == [{"sweep": sweep.pk, "by": admin.username, "points": 2}]
+    reasons = set(Comparison.objects.values_list("error_message", flat=True))
+    assert reasons == {f"sweep #{sweep.pk} cancelled by {admin.username}"}
+
+
+def cancelling(caplog: pytest.LogCaptureFixture) -> list[dict[str, object]]:
+    """The "sweep state" lines logged with state cancelling, without the state."""
+    lines = [r.msg for r in caplog.records if isinstance(r.msg, dict)]
+    return [
+        {k: v for k, v in x.items() if k in ("sweep", "by", "points")}
+        for x in lines
+        if x.get("event") == "sweep state" and x.get("state") == "cancelling"
+    ]
 
 
 def test_a_point_that_failed_is_named_and_the_others_still_give_the_slope(few_runs):

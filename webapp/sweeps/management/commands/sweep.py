@@ -11,7 +11,6 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from stats import defaults
-from webapp.comparisons import orchestrator
 from webapp.comparisons.models import Comparison
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError
 from webapp.sweeps import services
@@ -62,10 +61,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         if opts["cancel"]:
             sweep = _get(opts["cancel"])
-            for point in sweep.points.all():
-                orchestrator.cancel(point.comparison_id, f"sweep #{sweep.pk} cancelled "
-                                    "from the command line")  # fmt: skip
-            self.stdout.write(f"sweep {sweep.pk} cancelled")
+            ended = services.cancel(sweep, by="cli", how="from the command line")
+            self.stdout.write(f"sweep {sweep.pk} cancelled: {ended} unfinished points ended")
             return
         sweep = _get(opts["follow"]) if opts["follow"] else self._submit(opts)
         if not opts["follow"]:
