@@ -39,6 +39,9 @@ def test_valid_spec_exposes_its_primary_metric():
     ("overrides", "message"),
     [
         ({"name": "Sync RCU"}, "name must be lowercase"),
+        ({"name": "s" * 65}, "name is longer than 64 characters"),
+        ({"name": "sync-rcu-latency--mine"}, 'only a preset\'s name holds "--"'),
+        ({"name": "sync-rcu-latency--mine", "preset": "mine"}, "both or neither"),
         ({"kconfig": ("RCU_SCALE_TEST=y",)}, "not of the form CONFIG_X=value"),
         ({"metrics": ()}, "no metrics"),
         (
