@@ -14,7 +14,9 @@ Anyone who can submit writes them, so only parameters on an allow-list pass:
 Refused, with the reason: rcuscale.* (the in-kernel benchmark itself: writers, readers,
 expedited or not, async, holdoff and shutdown define what is measured and when the run ends;
 shutdown=0 made every run a 20-minute timeout. Both sides must run the same benchmark; a
-variant is a new spec, as sync-rcu-latency-exp); rcubench.* (the guest's, set by the
+variant is a preset, a reviewed benchmark of its own such as sync-rcu-latency--many-writers
+(benchmarks/presets.py; docs/benchmarks.md#presets says what each sets and why), and the
+refusal names every preset with its parameters); rcubench.* (the guest's, set by the
 benchmark); init, rdinit, console, panic and the rest (the runner's, or not RCU's: loglevel
 could hide the benchmark's output, nosmt/maxcpus/mem reshape the target's machine); and any
 parameter the benchmark's own command line sets. Values are plain (letters, digits and
@@ -25,6 +27,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from benchmarks.registry import describe_presets
 from benchmarks.spec import BenchmarkSpec
 
 _TOKEN = re.compile(r"(?P<name>[A-Za-z][A-Za-z0-9_.-]*)(?:=(?P<value>[A-Za-z0-9_.,:/+-]+))?")
@@ -45,6 +48,10 @@ _KNOBS: dict[str, str | None] = {
     "mitigations": "off|auto",  # not auto,nosmt: that reshapes the machine
 }
 _VALUE_OPTIONAL = {"rcu_nocbs"}
+# Where a submitter who wants other rcuscale settings is sent: the reviewed presets.
+_PRESET_HINT = (
+    f"; ask for a preset instead, a reviewed variant chosen as a benchmark: {describe_presets()}"
+)
 _RUNNER_OWN = {"init", "rdinit", "console", "earlycon", "panic", "panic_on_warn", "oops"}
 
 
@@ -86,7 +93,8 @@ def check_extra(extra: str, benchmarks: Iterable[BenchmarkSpec]) -> list[Param]:
     checked = params(extra)
     for p in checked:
         if p.key in own:
-            raise CmdlineError(f"{p.name} is set by the benchmark {own[p.key]} itself")
+            hint = _PRESET_HINT if p.key.startswith("rcuscale.") else ""
+            raise CmdlineError(f"{p.name} is set by the benchmark {own[p.key]} itself{hint}")
         if p.key in seen:
             raise CmdlineError(f"{p.name} is given twice")
         if why := _refusal(p):
@@ -112,7 +120,7 @@ def _refusal(p: Param) -> str | None:
     if key.startswith("rcuscale."):
         return (
             "configures the benchmark itself (what is measured, when the run ends); both "
-            "sides must run the same benchmark"
+            f"sides must run the same benchmark{_PRESET_HINT}"
         )
     if key in _RUNNER_OWN:
         return "is set by the runner"

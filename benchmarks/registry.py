@@ -4,6 +4,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from benchmarks import presets
 from benchmarks.boot_time import parser as boot_time_parser
 from benchmarks.boot_time.spec import SPEC as BOOT_TIME
 from benchmarks.bpf_slab import parser as bpf_slab_parser
@@ -13,6 +14,8 @@ from benchmarks.smt_toggle.spec import SPEC as SMT_TOGGLE
 from benchmarks.spec import BenchmarkSpec, Kind, Parsed, ParseError, RunContext
 from benchmarks.sync_rcu_latency import parser as sync_rcu_parser
 from benchmarks.sync_rcu_latency.spec import EXPEDITED as SYNC_RCU_EXP
+from benchmarks.sync_rcu_latency.spec import EXPEDITED_PRESETS as SYNC_RCU_EXP_PRESETS
+from benchmarks.sync_rcu_latency.spec import PRESETS as SYNC_RCU_PRESETS
 from benchmarks.sync_rcu_latency.spec import SPEC as SYNC_RCU
 from benchmarks.sync_rcu_latency_exp_load import parser as sync_rcu_exp_load_parser
 from benchmarks.sync_rcu_latency_exp_load.spec import SPEC as SYNC_RCU_EXP_LOAD
@@ -39,11 +42,19 @@ class Benchmark:
         return parsed
 
 
+def _with_presets(
+    spec: BenchmarkSpec, parse: Callable[[str, RunContext], Parsed], *of: presets.Preset
+) -> tuple[Benchmark, ...]:
+    """The benchmark and, after it, each of its presets (benchmarks/presets.py): a
+    benchmark of its own, parsed by the same parser."""
+    return (Benchmark(spec, parse), *(Benchmark(presets.derive(spec, p), parse) for p in of))
+
+
 BENCHMARKS: dict[str, Benchmark] = {
     b.spec.name: b
     for b in (
-        Benchmark(SYNC_RCU, sync_rcu_parser.parse),
-        Benchmark(SYNC_RCU_EXP, sync_rcu_parser.parse),
+        *_with_presets(SYNC_RCU, sync_rcu_parser.parse, *SYNC_RCU_PRESETS),
+        *_with_presets(SYNC_RCU_EXP, sync_rcu_parser.parse, *SYNC_RCU_EXP_PRESETS),
         Benchmark(SMT_TOGGLE, smt_toggle_parser.parse),
         Benchmark(BOOT_TIME, boot_time_parser.parse),
         Benchmark(BPF_SLAB, bpf_slab_parser.parse),
@@ -53,11 +64,40 @@ BENCHMARKS: dict[str, Benchmark] = {
 
 
 def get(name: str) -> Benchmark:
+    """The benchmark `name`, else KeyError naming the known ones; for an unknown preset
+    of a known benchmark ("<base>--<preset>"), that benchmark's presets."""
     try:
         return BENCHMARKS[name]
     except KeyError:
-        known = ", ".join(BENCHMARKS)
-        raise KeyError(f"unknown benchmark {name!r}; known: {known}") from None
+        pass
+    asked = presets.split(name)
+    if asked and asked[0] in BENCHMARKS:
+        base, preset = asked
+        raise KeyError(f"benchmark {base} has no preset {preset[:40]!r}; "
+                       f"its presets: {describe_presets(base)}") from None  # fmt: skip
+    known = ", ".join(BENCHMARKS)
+    raise KeyError(f"unknown benchmark {name[:80]!r}; known: {known}") from None
+
+
+def presets_of(base: str) -> list[BenchmarkSpec]:
+    """The presets of the benchmark `base`, in the registry's order."""
+    return [b.spec for b in BENCHMARKS.values() if b.spec.base == base]
+
+
+def describe_presets(base: str | None = None) -> str:
+    """The presets (of `base`, or all) as a submitter names them, with what each sets:
+    "sync-rcu-latency--many-writers (rcuscale.nwriters=16), ...", or "none"."""
+    specs = presets_of(base) if base else [b.spec for b in BENCHMARKS.values() if b.spec.preset]
+    return ", ".join(f"{s.name} ({preset_params(s)})" for s in specs) or "none"
+
+
+def preset_params(spec: BenchmarkSpec) -> str:
+    """What a preset sets over its base: the parameters of its command line that its base's
+    lacks or gives another value (empty for a benchmark that is no preset)."""
+    if not spec.base:
+        return ""
+    base = set(BENCHMARKS[spec.base].spec.cmdline.split())
+    return " ".join(t for t in spec.cmdline.split() if t not in base)
 
 
 def kconfig_for(names: Iterable[str]) -> tuple[str, ...]:

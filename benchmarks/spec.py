@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]*[a-z0-9]$")
+NAME_MAX = 64  # the benchmark columns of runs, verdicts, watches and bisections
 _KCONFIG = re.compile(r"^CONFIG_[A-Z0-9_]+=(y|m|n|-?\d+|0x[0-9a-fA-F]+|\"[^\"]*\")$")
 
 
@@ -125,6 +126,11 @@ class BenchmarkSpec:
     # own units: an exponent on log-log scales).
     scaling_threshold: float = 0.10
     slope_threshold: float = 0.05
+    # A preset (benchmarks/presets.py): a reviewed variant of the benchmark `base`, under a
+    # name of its own so that nothing keyed by benchmark name mixes its numbers with the
+    # base's. Empty for a benchmark of its own.
+    base: str = ""
+    preset: str = ""
     _by_name: dict[str, Metric] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -149,6 +155,12 @@ def spec_errors(spec: BenchmarkSpec) -> list[str]:
     errors = []
     if not _NAME.match(spec.name):
         errors.append("name must be lowercase letters, digits and dashes")
+    if len(spec.name) > NAME_MAX:
+        errors.append(f"name is longer than {NAME_MAX} characters (the database's columns)")
+    if bool(spec.base) != bool(spec.preset):
+        errors.append("a preset names its base and itself: both or neither")
+    if "--" in spec.name and not spec.preset:
+        errors.append('only a preset\'s name holds "--" (benchmarks/presets.py)')
     bad = [line for line in spec.kconfig if not _KCONFIG.match(line)]
     if bad:
         errors.append(f"Kconfig lines not of the form CONFIG_X=value: {bad}")

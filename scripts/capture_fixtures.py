@@ -4,6 +4,9 @@ parser fixture: benchmarks/<bench>/fixtures/<arch>-<machine>-tcg.log.
 The fixtures are real consoles, never hand-written; rerun this after changing a guest
 program or the output protocol, then check the parser tests.
 Run: .venv/bin/python scripts/capture_fixtures.py [--arch x86_64 ppc64le] [--bench NAME ...]
+     [--kernel IMAGE]   boot this built benchmark kernel (one arch) instead of building one
+A preset's console is named after it: sync-rcu-latency--many-writers's is
+benchmarks/sync_rcu_latency/fixtures/x86_64-pc-tcg--many-writers.log.
 """
 
 import argparse
@@ -25,9 +28,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--arch", nargs="+", default=["x86_64"])
     parser.add_argument("--bench", nargs="+", default=list(BENCHMARKS))
+    parser.add_argument(
+        "--kernel", type=Path, help="a built benchmark kernel's image (with one --arch)"
+    )
     args = parser.parse_args()
+    if args.kernel and len(args.arch) != 1:
+        parser.error("--kernel boots one arch's kernel: give one --arch")
     for arch in args.arch:
-        image, initrd = kernel(arch).image, initramfs(arch)
+        image = args.kernel or kernel(arch).image
+        initrd = initramfs(arch)
         for name in args.bench:
             bench = get(name)
             with tempfile.TemporaryDirectory(prefix="rcubench-capture-", dir="/var/tmp") as tmp:
@@ -52,7 +61,8 @@ def main() -> int:
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(out.console)
             print(
-                f"{arch} {name}: {out.outcome} ({out.reason}), {out.wall_seconds:.1f} s -> {dest}"
+                f"{arch} {name}: {out.outcome} ({out.reason}), {out.wall_seconds:.1f} s "
+                f"(ready {out.ready_seconds}) -> {dest}"
             )
     return 0
 

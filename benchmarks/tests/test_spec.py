@@ -39,6 +39,9 @@ def test_valid_spec_exposes_its_primary_metric():
     ("overrides", "message"),
     [
         ({"name": "Sync RCU"}, "name must be lowercase"),
+        ({"name": "s" * 65}, "name is longer than 64 characters"),
+        ({"name": "sync-rcu-latency--mine"}, 'only a preset\'s name holds "--"'),
+        ({"name": "sync-rcu-latency--mine", "preset": "mine"}, "both or neither"),
         ({"kconfig": ("RCU_SCALE_TEST=y",)}, "not of the form CONFIG_X=value"),
         ({"metrics": ()}, "no metrics"),
         (
@@ -147,14 +150,20 @@ def test_metrics_in_jiffies_are_the_normal_grace_periods_the_captured_boots_show
     assert declared["sync-rcu-latency"] == ["writer_duration"]
     assert declared["sync-rcu-latency-exp-load"] == ["writer_duration"]
     assert declared["sync-rcu-latency-exp"] == []  # expedited: IPIs, well under a jiffy
+    # The presets of normal grace periods keep jiffy statistics; of expedited, none.
     assert {n for n, ms in declared.items() if ms} == {
         "sync-rcu-latency",
+        "sync-rcu-latency--many-writers",
+        "sync-rcu-latency--writer-holdoff",
         "sync-rcu-latency-exp-load",
     }
     co = {n: [m.name for m in b.spec.metrics if m.tail_share_primary]
           for n, b in BENCHMARKS.items()}  # fmt: skip
+    # The co-primary only where the boots are quantised as the one writer's back to back.
+    assert {n for n, ms in co.items() if ms} == {"sync-rcu-latency"}
     assert co["sync-rcu-latency"] == ["writer_duration"]
-    assert not co["sync-rcu-latency-exp-load"]
+    for path in (root / "sync_rcu_latency/fixtures").glob("*-tcg--*writer*.expected.json"):
+        assert 0.35 < _within_a_tenth_of_a_jiffy(path) < 0.8, path.name
     for path in (root / "sync_rcu_latency/fixtures").glob("*-tcg.expected.json"):
         assert _within_a_tenth_of_a_jiffy(path) > 0.8, path.name
     for path in (root / "sync_rcu_latency_exp_load/fixtures").glob("*-tcg.expected.json"):

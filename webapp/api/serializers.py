@@ -106,7 +106,21 @@ class BenchmarkSerializer(serializers.Serializer[services.BenchmarkInfo]):
     )
     kconfig = serializers.ListField(child=serializers.CharField())
     guest_command = serializers.CharField(allow_blank=True)
-    notes = serializers.CharField(allow_blank=True)
+    notes = serializers.CharField(
+        allow_blank=True, help_text="For a preset: why its parameters were reviewed."
+    )
+    preset_of = serializers.CharField(
+        allow_null=True,
+        help_text="For a preset (a reviewed rcuscale variant, a benchmark of its own): the "
+        "benchmark it is a variant of; null for a benchmark of its own.",
+    )  # fmt: skip
+    preset = serializers.CharField(
+        allow_null=True, help_text="For a preset: its name there (e.g. many-writers)."
+    )
+    preset_parameters = ParamSerializer(
+        many=True, allow_null=True,
+        help_text="For a preset: the kernel command-line parameters it sets over its base's.",
+    )  # fmt: skip
 
 
 # --- comparisons ----------------------------------------------------------------------
@@ -346,7 +360,9 @@ class ComparisonRequestSerializer(serializers.Serializer[Any]):
     )  # fmt: skip
     benchmarks = serializers.ListField(
         child=serializers.CharField(max_length=64), max_length=32, required=False,
-        default=["sync-rcu-latency"], help_text="Benchmark names (GET /api/v1/benchmarks/).",
+        default=["sync-rcu-latency"],
+        help_text="Benchmark names (GET /api/v1/benchmarks/); a preset, a reviewed rcuscale "
+        "variant such as sync-rcu-latency--many-writers, is named as a benchmark.",
     )  # fmt: skip
     target = serializers.CharField(max_length=64, required=False, default="qemu-x86_64")
     arch = serializers.ChoiceField(

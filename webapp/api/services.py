@@ -89,10 +89,15 @@ class BenchmarkInfo:
     kconfig: list[str]
     guest_command: str
     notes: str
+    # A preset (benchmarks/presets.py): the benchmark it is a variant of, its name there,
+    # and the parameters it sets over that benchmark's; None for a benchmark of its own.
+    preset_of: str | None
+    preset: str | None
+    preset_parameters: list[ParamInfo] | None
 
 
 def benchmarks() -> list[BenchmarkInfo]:
-    """Every benchmark of the registry, in its order."""
+    """Every benchmark of the registry, in its order (each preset after its base)."""
     return [
         BenchmarkInfo(
             name=s.name, description=s.description, archs=list(s.archs),
@@ -100,6 +105,9 @@ def benchmarks() -> list[BenchmarkInfo]:
                                 m.threshold, m.threshold_is_absolute) for m in s.metrics],
             parameters=[ParamInfo(p.name, p.value) for p in params(s.cmdline)],
             kconfig=list(s.kconfig), guest_command=s.guest_command, notes=s.notes,
+            preset_of=s.base or None, preset=s.preset or None,
+            preset_parameters=[ParamInfo(p.name, p.value)
+                               for p in params(registry.preset_params(s))] if s.base else None,
         )
         for s in (b.spec for b in registry.BENCHMARKS.values())
     ]  # fmt: skip

@@ -52,7 +52,11 @@ class SubmitForm(forms.Form):
     patch_fallback = forms.BooleanField(
         label="allow fuzz (git am -3, then patch -F3)", required=False, help_text=FUZZ_NOTE
     )
-    benchmarks = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple)
+    benchmarks = forms.MultipleChoiceField(
+        widget=forms.CheckboxSelectMultiple,
+        help_text="a preset (<benchmark>--<preset>) is a reviewed rcuscale variant, a "
+        "benchmark of its own: its numbers never mix with the benchmark's",
+    )  # fmt: skip
     target = forms.ChoiceField()
     min_runs = forms.IntegerField(
         label="runs per side at the first look", initial=defaults.MIN_RUNS

@@ -9,6 +9,7 @@ import shlex
 from django.conf import settings
 from django.urls import reverse
 
+from benchmarks.registry import BENCHMARKS, preset_params
 from webapp.comparisons.models import Comparison
 
 
@@ -34,6 +35,10 @@ def reproducer(c: Comparison) -> str:
         args += ["--head", b.ref]
     for bench in c.benchmarks:
         args += ["--bench", bench]
+        # A preset is rerun by its name; what it sets is said too, for a reader who boots
+        # the kernel without rcubench.
+        if note := _preset_note(bench):
+            lines.append(note)
     args += ["--arch", target.arch, "--target", target.name,
              "--runs", str(c.min_runs), "--max-runs", str(c.max_runs)]  # fmt: skip
     if c.cmdline_a:
@@ -51,3 +56,14 @@ def reproducer(c: Comparison) -> str:
         lines.append(f"# note: side B applied the series on {b.ref}, this applies it on {a.ref}")
     lines.append(shlex.join(args))
     return "\n".join(lines)
+
+
+def _preset_note(bench: str) -> str:
+    """A comment with what the preset `bench` sets over its base and its whole rcuscale
+    command line; empty for a benchmark that is no preset."""
+    known = BENCHMARKS.get(bench)
+    if known is None or not known.spec.base:
+        return ""
+    spec = known.spec
+    return (f"# {bench}: preset {spec.preset} of {spec.base}, which sets "
+            f"{preset_params(spec)}; its kernel command line: {spec.cmdline}")  # fmt: skip

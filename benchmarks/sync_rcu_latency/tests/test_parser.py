@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.registry import get
 from benchmarks.spec import ParseError
 from benchmarks.sync_rcu_latency.parser import params, parse
 
@@ -56,11 +57,15 @@ def test_rcuscales_own_complaint_voids_the_run():
 
 @pytest.mark.parametrize("expected", sorted(FIXTURES.glob("*.expected.json")), ids=lambda p: p.name)
 def test_each_console_ran_the_variant_its_golden_file_maps_it_to(expected):
-    # The golden files pair a console with a benchmark; rcuscale says which one it ran.
-    benchmark = json.loads(expected.read_text())["benchmark"]
+    # The golden files pair a console with a benchmark (or preset); rcuscale says which one
+    # it ran: every rcuscale parameter the benchmark sets, as rcuscale printed it.
+    benchmark = get(json.loads(expected.read_text())["benchmark"]).spec
     log = expected.with_name(expected.name.removesuffix(".expected.json") + ".log")
-    gp_exp = params(log.read_text(errors="replace"))["gp_exp"]
-    assert gp_exp == ("1" if benchmark == "sync-rcu-latency-exp" else "0")
+    ran = params(log.read_text(errors="replace"))
+    own = dict(t.removeprefix("rcuscale.").split("=") for t in benchmark.cmdline.split())
+    assert {k: ran[k] for k in own} == own
+    assert ran["gp_exp"] == own.get("gp_exp", "0")
+    assert ran["writer_holdoff"] == own.get("writer_holdoff", "0")
 
 
 def test_expedited_grace_periods_are_faster_than_normal_ones_on_the_same_kernel():

@@ -78,6 +78,16 @@ def test_targets_and_benchmarks(world, anon):
                         "threshold_is_absolute": False}]  # fmt: skip
     assert {"name": "rcuscale.nwriters", "value": "1"} in sync["parameters"]
     assert "CONFIG_RCU_SCALE_TEST=y" in sync["kconfig"]
+    assert (sync["preset_of"], sync["preset"], sync["preset_parameters"]) == (None, None, None)
+    # A preset: a benchmark of its own, saying what it is a variant of and what it sets.
+    many = next(b for b in body["results"] if b["name"] == "sync-rcu-latency--many-writers")
+    assert (many["preset_of"], many["preset"]) == ("sync-rcu-latency", "many-writers")
+    assert many["preset_parameters"] == [{"name": "rcuscale.nwriters", "value": "16"}]
+    assert {"name": "rcuscale.shutdown", "value": "1"} in many["parameters"]
+    assert many["kconfig"] == sync["kconfig"]
+    assert "16 writers" in many["notes"]
+    exp = next(b for b in body["results"] if b["name"] == "sync-rcu-latency-exp")
+    assert (exp["preset_of"], exp["preset"]) == ("sync-rcu-latency", "expedited")
 
 
 def test_comparison_list_and_detail(world, anon):

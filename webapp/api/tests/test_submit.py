@@ -79,6 +79,20 @@ def test_submit_an_mbox_upload(world, client_for):
         ({"max_runs": 10_000}, "max_runs", "is above the limit of"),
         ({"benchmarks": ["no-such"]}, "benchmarks", "unknown benchmark 'no-such'"),
         ({"benchmarks": []}, "benchmarks", "no benchmark requested"),
+        # An unknown preset: the benchmark's presets are named, with what each sets.
+        (
+            {"benchmarks": ["sync-rcu-latency--nwriters-200"]},
+            "benchmarks",
+            "benchmark sync-rcu-latency has no preset 'nwriters-200'; its presets: "
+            "sync-rcu-latency--many-writers (rcuscale.nwriters=16), ",
+        ),
+        # A free rcuscale value stays refused, pointing at the presets.
+        (
+            {"cmdline_b": "rcuscale.nwriters=200"},
+            "cmdline_b",
+            "ask for a preset instead, a reviewed variant chosen as a benchmark: "
+            "sync-rcu-latency--many-writers (rcuscale.nwriters=16)",
+        ),
         ({"target": "nowhere"}, "target", "no target named 'nowhere'"),
         # Answered as a tree without a role (no oracle of which trees exist).
         ({"tree": "nope"}, "tree", "you may not submit to tree nope"),
@@ -249,3 +263,12 @@ def test_an_account_without_a_role_is_refused_before_lore_is_asked(
     }
     assert asked == []
     assert _count() == before
+
+
+def test_a_preset_is_submitted_as_a_benchmark_of_its_own(world, client_for):
+    request = {"tree": "rcu", "base_ref": "v6.12", "head_ref": "rcu/dev",
+               "benchmarks": ["sync-rcu-latency", "sync-rcu-latency--many-writers"]}  # fmt: skip
+    response = client_for(world.alice).post("/api/v1/comparisons/", request, format="json")
+    assert response.status_code == 201, response.content
+    c = Comparison.objects.get(pk=response.json()["id"])
+    assert c.benchmarks == ["sync-rcu-latency", "sync-rcu-latency--many-writers"]

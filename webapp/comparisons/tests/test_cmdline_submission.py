@@ -57,6 +57,55 @@ def test_a_parameter_of_any_requested_benchmark_is_refused():
     assert not Comparison.objects.exists()
 
 
+def test_a_free_rcuscale_value_is_refused_pointing_at_the_presets():
+    with pytest.raises(SubmissionError) as refused:
+        submit_comparison(_request(cmdline_b="rcuscale.nwriters=200"))
+    assert refused.value.field == "cmdline_b"
+    assert refused.value.message.startswith(
+        "side B command line: rcuscale.nwriters is set by the benchmark sync-rcu-latency "
+        "itself; ask for a preset instead, a reviewed variant chosen as a benchmark: "
+        "sync-rcu-latency--many-writers (rcuscale.nwriters=16), "
+        "sync-rcu-latency--writer-holdoff (rcuscale.writer_holdoff=1000), "
+    )
+    assert not Comparison.objects.exists()
+
+
+def test_a_preset_is_a_benchmark_of_its_own_stored_by_its_name():
+    c = submit_comparison(_request(("sync-rcu-latency", "sync-rcu-latency--writer-holdoff")))
+    assert c.benchmarks == ["sync-rcu-latency", "sync-rcu-latency--writer-holdoff"]
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("sync-rcu-latency--nwriters-200", "benchmark sync-rcu-latency has no preset "
+                                           "'nwriters-200'; its presets: sync-rcu-latency--"),
+        ("boot-time--many-writers", "benchmark boot-time has no preset 'many-writers'; its "
+                                    "presets: none"),
+        ("sync-rcu-latency--" + "x" * 5000, "has no preset 'x{40}';"),
+    ],
+)  # fmt: skip
+def test_an_unknown_preset_is_refused_on_benchmarks_naming_the_valid_ones(name, message):
+    with pytest.raises(SubmissionError, match=message) as refused:
+        submit_comparison(_request(("sync-rcu-latency", name)))
+    assert refused.value.field == "benchmarks"
+    assert len(refused.value.message) < 1000
+    assert not Comparison.objects.exists()
+    assert not Revision.objects.exists()
+
+
+def test_the_cli_takes_a_preset_by_bench_and_names_the_option_refusing_one():
+    TreeFactory.create(name="rcu")
+    with pytest.raises(CommandError, match=r"^--bench: benchmark sync-rcu-latency has no "
+                                           r"preset 'lots'; its presets: "):  # fmt: skip
+        call_command("compare", "--no-wait", "--tree", "rcu", "--base", "v6.12",
+                     "--bench", "sync-rcu-latency--lots")  # fmt: skip
+    assert not Comparison.objects.exists()
+    call_command("compare", "--no-wait", "--tree", "rcu", "--base", "v6.12",
+                 "--bench", "sync-rcu-latency-exp--many-writers", stdout=io.StringIO())  # fmt: skip
+    assert Comparison.objects.get().benchmarks == ["sync-rcu-latency-exp--many-writers"]
+
+
 def test_rcu_tunables_are_accepted_and_stored_as_given():
     extra = "rcutree.jiffies_till_first_fqs=3 rcu_nocbs=1 nohz_full=1"
     c = submit_comparison(_request(("sync-rcu-latency", "boot-time"), cmdline_b=extra))

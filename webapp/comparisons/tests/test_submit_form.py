@@ -79,6 +79,11 @@ def test_only_the_users_trees_are_offered_with_benchmarks_described(client_in, t
     page = response.content.decode()
     assert 'value="not-mine"' not in page
     assert "sync-rcu-latency: " in page  # each benchmark with its description
+    # Each preset, a benchmark of its own, after its base, saying what it sets.
+    choices = [name for name, _ in form.fields["benchmarks"].choices]
+    assert choices.index("sync-rcu-latency--many-writers") == 1
+    assert "sync-rcu-latency--many-writers: synchronize_rcu() latency" in page
+    assert "preset many-writers: 16 writer kthreads at once (rcuscale.nwriters=16)" in page
     assert "retries with git am -3, then with patch -F3 (fuzz)" in page  # the fuzz note
     assert f'href="{URL}">submit</a>' in page  # the header's link
 
@@ -150,6 +155,13 @@ def test_an_unknown_benchmark_would_be_the_services_refusal_too(client_in, tree)
     response = client_in.post(URL, _fields(tree, benchmarks=["no-such-bench"]))
     assert "benchmarks" in response.context["form"].errors
     _nothing_stored()
+
+
+def test_a_preset_is_chosen_as_a_benchmark_and_stored_by_its_name(client_in, tree):
+    chosen = ["sync-rcu-latency", "sync-rcu-latency--many-writers"]
+    response = client_in.post(URL, _fields(tree, benchmarks=chosen))
+    assert response.status_code == 302, response.context["form"].errors
+    assert Comparison.objects.get().benchmarks == chosen
 
 
 def test_a_file_over_the_cap_is_too_large_and_not_kept(client_in, tree, settings):

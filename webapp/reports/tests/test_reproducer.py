@@ -118,3 +118,14 @@ def test_reproducer_carries_the_schedule_seed(seed):
     argv = shlex.split(reproducer(c))
     assert argv[argv.index("--seed") + 1] == str(c.seed)
     assert _parse_compare(reproducer(c)).seed == c.seed
+
+
+def test_a_presets_reproducer_names_it_and_says_what_it_sets():
+    c = ComparisonFactory.create(benchmarks=["sync-rcu-latency", "sync-rcu-latency--many-writers"])
+    *notes, compare = reproducer(c).split("\n")
+    assert _parse_compare(compare).bench == ["sync-rcu-latency", "sync-rcu-latency--many-writers"]
+    assert notes == [
+        "# sync-rcu-latency--many-writers: preset many-writers of sync-rcu-latency, which sets "
+        "rcuscale.nwriters=16; its kernel command line: rcuscale.shutdown=1 rcuscale.holdoff=1 "
+        "rcuscale.nwriters=16 rcuscale.nreaders=0"
+    ]

@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from tqdm import tqdm
 
+from benchmarks.registry import describe_presets
 from stats import defaults
 from webapp.celery import app
 from webapp.comparisons import exports, orchestrator, remote, terminal
@@ -60,7 +61,11 @@ class Command(BaseCommand):
             "patch -F3 (fuzz): it may then apply, with offsets or fuzz, to a base it was not "
             "written against; the report says how it applied",
         )
-        parser.add_argument("--bench", action="append", help="benchmark (repeatable)")
+        parser.add_argument(
+            "--bench", action="append",
+            help="benchmark (repeatable); a preset, a reviewed rcuscale variant, is named as "
+            f"one: {describe_presets()}",
+        )  # fmt: skip
         parser.add_argument("--arch", default="x86_64", choices=["x86_64", "ppc64le"])
         parser.add_argument("--target", help="target name (default: qemu-<arch>)")
         parser.add_argument("--runs", type=int, default=defaults.MIN_RUNS,
