@@ -19,6 +19,7 @@ from email import policy
 from email.message import EmailMessage
 from email.utils import format_datetime
 
+from webapp.comparisons.console_diff import ConsoleDifference
 from webapp.comparisons.sentence import kernel_line, verdict_sentence
 from webapp.comparisons.summary import Header, KernelFacts, VerdictRow
 
@@ -205,14 +206,17 @@ class Links:
 
 def comparison_body(
     h: Header, rows: Sequence[VerdictRow], kind: str, reproducer: str, links: Links, reason: str,
-    *, diagnosis: int = 0,
+    *, diagnosis: int = 0, console: Sequence[ConsoleDifference] = (),
 ) -> str:  # fmt: skip
-    """A comparison's alert: the verdict in words, the table, both kernels, the target,
-    how to reproduce it, the report, where its traced diagnostic runs (`diagnosis` per
-    side; 0: none asked for) say why, and how to stop these mails."""
+    """A comparison's alert: the verdict in words, the table, the kernel's complaints one
+    side printed and the other never did (`console`), both kernels, the target, how to
+    reproduce it, the report, where its traced diagnostic runs (`diagnosis` per side; 0:
+    none asked for) say why, and how to stop these mails."""
     a, b = h.kernels
     t = h.target
     parts = [_para(verdict_sentence(h, rows, kind)), "", *verdict_table(rows), ""]
+    if console:
+        parts += [*console_block(console), ""]
     parts.append("Kernels:")
     parts += [_kernel_block(k) for k in (a, b)]
     target = f"Target: {t.name} ({t.kind}, {t.arch}, {t.topology}, {t.memory_mb} MB)"
@@ -224,6 +228,21 @@ def comparison_body(
                   f"  {links.report}#diagnosis"]  # fmt: skip
     parts += ["", *_footer(reason, links)]
     return "\n".join(parts) + "\n"
+
+
+def console_block(diffs: Sequence[ConsoleDifference], limit: int = 10) -> list[str]:
+    """The console differences as mail lines: each message with its run counts (a finding
+    marked), then its first line as printed."""
+    out = ["Console differences (printed by one side's kernel, never by the other's):"]
+    for d in diffs[:limit]:
+        mark = " [finding]" if d.finding else ""
+        out += textwrap.wrap(f"{d.benchmark}: {d.text}{mark}", WIDTH,
+                             initial_indent="  ", subsequent_indent="    ")  # fmt: skip
+        out += textwrap.wrap(f"e.g. {d.example}", WIDTH, initial_indent="    ",
+                             subsequent_indent="      ", break_on_hyphens=False)  # fmt: skip
+    if len(diffs) > limit:
+        out.append(f"  ... and {len(diffs) - limit} more in the report")
+    return out
 
 
 def command_answer_body(outcome: str, links: Links, reason: str) -> str:
@@ -335,15 +354,20 @@ def change_point_body(f: ChangePointFacts, links: Links, reason: str) -> str:
 
 
 def comparison_subject(
-    h: Header, rows: Iterable[VerdictRow], kind: str, series_subject: str | None
-) -> str:
+    h: Header, rows: Iterable[VerdictRow], kind: str, series_subject: str | None,
+    console: Sequence[ConsoleDifference] = (),
+) -> str:  # fmt: skip
     """`Re: <series subject>` for a series, else `[rcubench] tree/branch: metric +x.x% kind
-    at <12-digit sha> ("<subject>")` (docs/alerts.md)."""
+    at <12-digit sha> ("<subject>")` (docs/alerts.md); a comparison mailed for a console
+    finding alone names the message instead of a metric."""
     if series_subject:
         return reply_subject(series_subject)
     b = h.kernels[1]
     top = next((r for r in rows if r.verdict.verdict == kind), None)
-    if h.verdict == "reliability-regression" or top is None:
+    finding = next((d for d in console if d.finding and d.side == "B"), None)
+    if top is None and finding is not None and h.verdict != "reliability-regression":
+        change = f"{finding.benchmark}: new console message {finding.signature!r}"
+    elif h.verdict == "reliability-regression" or top is None:
         what = ("kernel failure rate reliability regression"
                 if h.verdict == "reliability-regression" else h.verdict)  # fmt: skip
         change = f"{','.join(h.benchmarks)}: {what}"

@@ -32,6 +32,7 @@ from webapp.access import AnyUser
 from webapp.alerts import messages
 from webapp.alerts.models import Alert, OptOut, Subscription
 from webapp.bisections.models import Bisection
+from webapp.comparisons.console_diff import console_differences
 from webapp.comparisons.models import PART_TRIGGERS, Comparison, ComparisonState
 from webapp.comparisons.reproducer import public_url, reproducer
 from webapp.comparisons.summary import header, verdict_rows
@@ -142,6 +143,8 @@ def alert_kind_of(c: Comparison) -> str | None:
         return Alert.Kind.REGRESSION
     if c.verdict == "improvement":
         return Alert.Kind.IMPROVEMENT
+    if any(d.finding and d.side == "B" for d in console_differences(c)):
+        return Alert.Kind.REGRESSION  # B's kernel reliably complains where A's never does
     return None
 
 
@@ -239,7 +242,11 @@ def notify_comparison(comparison_id: int) -> list[int]:
     series = c.revision_b.series
     parent = messages.message_ids(series.message_id)[:1] if series else []
     subject = messages.comparison_subject(
-        header(c), verdict_rows(c), kind, series.subject if series else None
+        header(c),
+        verdict_rows(c),
+        kind,
+        series.subject if series else None,
+        console_differences(c),
     )
     rows = [
         Alert(comparison=c, kind=kind, recipient=r.address, reason=r.reason[:200],
@@ -484,9 +491,11 @@ def render(alert: Alert) -> EmailMessage:
         # A mail command's comparison tells its own verdict, whatever it is, and a test
         # whose patch brought B back gets the Tested-by line first.
         kind = "" if alert.kind == Alert.Kind.RESULT else alert.kind
+        if kind == Alert.Kind.REGRESSION and c.verdict not in REGRESSION_VERDICTS:
+            kind = ""  # mailed for a console finding: the metrics' verdict is told as it is
         body = messages.comparison_body(header(c), verdict_rows(c), kind, reproducer(c),
-                                        links, alert.reason,
-                                        diagnosis=c.diagnosis_per_side)  # fmt: skip
+                                        links, alert.reason, diagnosis=c.diagnosis_per_side,
+                                        console=console_differences(c))  # fmt: skip
         if alert.kind == Alert.Kind.RESULT and (line := tested_by(c)):
             body = f"{line}\n\n{body}"
         extra = {"X-rcubench-Comparison": str(c.pk), "X-rcubench-Verdict": c.verdict}

@@ -309,6 +309,9 @@ class Run(TrackedStep):
     # The RCU trace the kernel dumped on its console (benchmarks/rcutrace), taken off it:
     # console_log is what the benchmark's parser read. Empty: no events were traced.
     trace_log = models.TextField(blank=True)
+    # The kernel's complaints in the whole console (engine/run/signatures.py: Scan.as_json),
+    # scanned before it is clipped; null: not scanned (an older run, or no console).
+    console_signatures = models.JSONField(null=True, blank=True)
     # A diagnostic run (docs/tracing.md): booted with the RCU tracepoints on, after the
     # verdict; its measurements give the perturbation line, never a verdict.
     traced = models.BooleanField(default=False)

@@ -22,7 +22,7 @@ from benchmarks.rcutrace.parser import split as split_trace
 from benchmarks.registry import get
 from benchmarks.spec import ParseError, RunContext
 from engine.build.artifacts import ArtifactError
-from engine.run import outcomes
+from engine.run import outcomes, signatures
 from engine.run.console import RunOutcome, clip, console_bytes
 from engine.vm import runner
 from engine.vm.domain import VMSpec
@@ -166,6 +166,7 @@ def record_outcome(run: Run, bench: "Benchmark", out: RunOutcome) -> Run | None:
         run.trace_log = storable(clip(dump, settings.RCUBENCH_CONSOLE_KEEP_BYTES))
         run.trace_summary = _trace_digest(dump, console)
     out = replace(out, console=console)
+    run.console_signatures = signatures.scan(console).as_json()
     run.console_log = storable(clip(out.console, settings.RCUBENCH_CONSOLE_KEEP_BYTES))
     run.wall_seconds, run.ready_seconds = out.wall_seconds, out.ready_seconds
     _set_host_load(run, out.host)
@@ -264,7 +265,7 @@ def _end_run(run: Run, result: str, error_code: str, message: str) -> Run | None
         error_message=storable(message)[:_MESSAGE_MAX],  # reasons quote the console
         context={"comparison": run.comparison_id, **_host_context(run)},
         console_log=run.console_log, trace_log=run.trace_log, trace_summary=run.trace_summary,
-        wall_seconds=run.wall_seconds,
+        console_signatures=run.console_signatures, wall_seconds=run.wall_seconds,
         ready_seconds=run.ready_seconds, **{f: getattr(run, f) for f in _HOST_FIELDS},
     )  # fmt: skip
     return run if ended else None

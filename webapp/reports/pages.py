@@ -19,6 +19,7 @@ from webapp.access import AnyUser
 from webapp.alerts.models import Alert
 from webapp.alerts.services import alerts_for_page
 from webapp.bisections.models import Bisection
+from webapp.comparisons.console_diff import ConsoleDifference, console_differences
 from webapp.comparisons.detectable import detectable_lines
 from webapp.comparisons.models import Comparison, ComparisonState, Measurement, Run
 from webapp.comparisons.progress import Progress, progress
@@ -74,6 +75,7 @@ class Report:
     header: Header
     verdicts: list[VerdictRow]
     reliability: list[ReliabilityRow]
+    console_differences: list[ConsoleDifference]
     sections: list[BenchmarkFigures]  # empty until the comparison is done
     runs: list[Run]
     reproducer: str
@@ -114,6 +116,7 @@ def comparison_report(c: Comparison) -> Report:
         header=h,
         verdicts=rows,
         reliability=reliability_rows(c),
+        console_differences=console_differences(c),
         sections=cached_figure_sections(c) if c.state == ComparisonState.DONE else [],
         runs=runs_table(c),
         reproducer=reproducer(c),

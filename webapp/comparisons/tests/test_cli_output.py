@@ -24,6 +24,7 @@ from django.db import connection
 from benchmarks.registry import get as get_benchmark
 from benchmarks.spec import Kind, RunContext
 from conftest import _database_url
+from engine.run import signatures
 from tests.support.factories import (
     BuildFactory,
     ComparisonFactory,
@@ -32,7 +33,7 @@ from tests.support.factories import (
     TargetFactory,
 )
 from webapp.analysis.services import analyse_comparison
-from webapp.comparisons.models import Comparison, Measurement
+from webapp.comparisons.models import Comparison, Measurement, Run
 from webapp.comparisons.summary import Header, KernelFacts
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -137,12 +138,31 @@ def test_a_diagnosis_follows_the_verdict_line_with_its_link(finished):
                          f"http://127.0.0.1:8000/comparisons/{finished.pk}/#diagnosis")  # fmt: skip
 
 
+def test_a_console_finding_follows_the_verdict_line(finished):
+    # B's sync-rcu-latency runs print the planted WARN_ON_ONCE's real report; A's nothing.
+    warn = (ROOT / "engine" / "run" / "tests" / "fixtures" / "x86_64-warn-once.log").read_text()
+    runs = Run.objects.filter(comparison=finished, benchmark="sync-rcu-latency", result="ok")
+    runs.filter(side="B").update(console_signatures=signatures.scan(warn).as_json())
+    runs.filter(side="A").update(console_signatures=signatures.scan("").as_json())
+    done = _manage("compare", "--follow", str(finished.pk), COLUMNS="80")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, done.stdout
+    last = next(i for i, line in enumerate(lines) if line.startswith("verdict: "))
+    tail = " ".join(" ".join(lines[last:]).split())  # unwrapped
+    assert tail.startswith(f"verdict: {finished.verdict} report: ")
+    assert tail.endswith("console: sync-rcu-latency: WARNING at kernel/rcu/tree.c "
+                         f"synchronize_rcu: in {RUNS} of {RUNS} B runs, none of {RUNS} A runs "
+                         "[finding]")  # fmt: skip
+
+
 def test_json_is_the_summary_with_its_keys(finished):
     done = _manage("compare", "--follow", str(finished.pk), "--format", "json")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)  # stdout is the JSON alone (progress: stderr)
     assert done.stderr.startswith("done: ")
-    assert set(summary) == {"comparison", "report_url", "verdicts", "reliability", "reproducer"}
+    assert set(summary) == {"comparison", "report_url", "verdicts", "reliability",
+                            "console_differences", "reproducer"}  # fmt: skip
     assert set(summary["comparison"]) == {f.name for f in fields(Header)}
     assert set(summary["comparison"]["kernels"][0]) == {f.name for f in fields(KernelFacts)}
     assert summary["comparison"]["verdict"] == finished.verdict

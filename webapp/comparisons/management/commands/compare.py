@@ -17,6 +17,7 @@ from benchmarks.registry import describe_presets
 from stats import defaults
 from webapp.celery import app
 from webapp.comparisons import exports, orchestrator, remote, terminal
+from webapp.comparisons.console_diff import console_differences
 from webapp.comparisons.models import Comparison, ComparisonState
 from webapp.comparisons.names import kernel_names
 from webapp.comparisons.progress import Progress, progress
@@ -214,6 +215,11 @@ class Command(BaseCommand):
         a, b = kernel_names(comparison)
         self._table(verdict_rows(comparison), comparison.verdict, report_url(comparison),
                     (a.text, b.text))  # fmt: skip
+        for d in console_differences(comparison):  # after the verdict, not part of it
+            mark = " [finding]" if d.finding else ""
+            for line in terminal.wrap(f"console: {d.benchmark}: {d.text}{mark}",
+                                      terminal.width()):  # fmt: skip
+                self.stdout.write(line)
         if n := comparison.diagnosis_per_side:  # after the verdict, not part of it
             why = (f"why: {n} traced runs a side of both kernels follow (docs/tracing.md); "
                    f"their grace-period phases: {report_url(comparison)}#diagnosis")  # fmt: skip
