@@ -4,7 +4,7 @@ One kernel, one image, N fresh VMs per benchmark through rcubench's runner and p
 Per boot the primary metric is summarised (median of the samples for latencies, the value
 otherwise); the script prints the median over boots and the spread (IQR, min..max, and the
 IQR relative to the median), the floor under which no A/B difference can be seen.
-Run: .venv/bin/python perf/noise_floor.py [--boots 10] [--arch x86_64]
+Run: .venv/bin/python perf/noise_floor.py [--boots 10] [--arch x86_64] [--bench NAME ...]
 """
 
 import argparse
@@ -33,10 +33,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--boots", type=int, default=10)
     parser.add_argument("--arch", nargs="+", default=["x86_64", "ppc64le"])
+    parser.add_argument("--bench", nargs="+", metavar="NAME",
+                        help="these benchmarks (presets too), not the arch's list")  # fmt: skip
     args = parser.parse_args()
     for arch in args.arch:
         image, initrd = kernel(arch).image, initramfs(arch)
-        for name in PER_ARCH[arch]:
+        for name in args.bench or PER_ARCH[arch]:
             bench = get(name)
             metric = bench.spec.primary
             values = []

@@ -6,7 +6,7 @@ becomes a signature with what varies from boot to boot stripped, so the same com
 the same signature in every run of either kernel:
 
 - the printk timestamp ("[    1.234567] ") and the "rcu: " style prefixes are dropped;
-- "WARNING: CPU: 1 PID: 15 at kernel/rcu/tree.c:4117 synchronize_rcu+0x1c/0x80" becomes
+- "WARNING: CPU: 0 PID: 46 at kernel/rcu/tree.c:4117 synchronize_rcu+0x16/0x9a" becomes
   "WARNING at kernel/rcu/tree.c synchronize_rcu": the line number goes too, since a patch
   that adds lines above an old WARN would otherwise make it look new;
 - function offsets ("+0x1c/0x80"), hex words and addresses become "ADDR", other numbers
