@@ -325,10 +325,15 @@ def test_the_build_worker_runs_a_sandboxed_build_step(stack):
 STACK_QUERY = """
 import json
 from webapp.comparisons.models import Comparison, Run
+from webapp.analysis.models import MetricVerdict
 c = Comparison.objects.latest("pk")
 runs = Run.objects.filter(comparison=c, result="ok")
+verdicts = MetricVerdict.objects.filter(comparison=c, is_primary=True)
+primaries = verdicts.filter(look=max([v.look for v in verdicts], default=0))
 print(json.dumps({
     "verdict": c.verdict, "ok_runs": runs.count(),
+    "contended": sorted(runs.filter(contended=True).values_list("side", flat=True)),
+    "primaries": sorted([v.verdict, v.details.get("held_back")] for v in primaries),
     "hosts": sorted(set(runs.values_list("host", flat=True))),
     "builds": [[b.artifact_key, b.image_sha256, b.cached] for b in (c.build_a, c.build_b)],
 }))
@@ -356,7 +361,12 @@ def test_demo_comparison_completes_through_the_containers(
     stack.seconds["demo comparison"] = time.monotonic() - t
     _log(out.stdout[-3000:])
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-6000:]
-    assert "verdict: regression" in out.stdout, out.stdout[-4000:]
+    # A shared CI host may load a few runs of one side: at 8 runs a side one contended run
+    # is 12% and the engine holds the regression back (inconclusive, saying so: STATS v2
+    # host contention, proven in stats/tests/test_verdicts.py). That is the demo finding
+    # its regression too; every other verdict fails.
+    held = "the regression is held back until more quiet runs are in" in out.stdout
+    assert "verdict: regression" in out.stdout or held, out.stdout[-4000:]
 
     # Every run was booted by the bench worker's container, through the host's libvirtd
     # (the domain names carry this project's instance).
@@ -365,7 +375,11 @@ def test_demo_comparison_completes_through_the_containers(
     query = stack.manage("shell", "--no-imports", "-c", STACK_QUERY)
     assert query.returncode == 0, query.stderr[-4000:]
     found = json.loads(query.stdout.strip().splitlines()[-1])
-    assert found["verdict"] == "regression"
+    if found["verdict"] != "regression":
+        _log(f"contended runs: {found['contended']}; primaries: {found['primaries']}")
+        assert found["verdict"] == "inconclusive", found
+        assert found["contended"], found
+        assert ["inconclusive", "regression"] in found["primaries"], found
     assert found["ok_runs"] >= 2 * DEMO_RUNS
     assert found["hosts"] == [hostname]
     # Base and base + patch, in the stack's build store (the seeded ones, or built there).
