@@ -19,6 +19,11 @@ shutdown (it stays 1: rcuscale powers the guest off when its writers are done, s
 ends), holdoff and nreaders (the base's timing and load), gp_async (writer-duration would
 time call_rcu() and the rcu_barrier() at gp_async_max, not a grace period), minruntime
 (a longer run, no other measurement), scale_type and the kfree_* test (another benchmark).
+
+A sweep's variant axis (issue 36) needs a value per point, not a named preset per value: a
+benchmark declares which REVIEWED parameters are `sweepable`, and `variant` derives the
+benchmark for one value, "<base>--<param>-<value>" ("sync-rcu-latency--nwriters-4"), a
+preset like the named ones (registry.find resolves such names; nothing registers them).
 """
 
 import dataclasses
@@ -43,6 +48,14 @@ REVIEWED: dict[str, tuple[int, int]] = {
     # A sleep of 1..N jiffies before each grace period, outside the timed window.
     "rcuscale.writer_holdoff_jiffies": (0, 100),
 }
+
+# rcuscale's own value of a REVIEWED parameter a command line does not set (Linux 6.12
+# rcuscale.c; nwriters' -1, a writer per CPU, is no preset's): a variant at it is its base.
+KERNEL_DEFAULTS = {
+    "rcuscale.gp_exp": 0, "rcuscale.writer_holdoff": 0, "rcuscale.writer_holdoff_jiffies": 0,
+}  # fmt: skip
+# Parameters that are counts: a sweep over one judges the growth exponent (log-log scales).
+COUNTS = frozenset({"rcuscale.nwriters"})
 
 
 @dataclass(frozen=True)
@@ -85,8 +98,48 @@ def derive(base: BenchmarkSpec, preset: Preset) -> BenchmarkSpec:
         base, name=name(base.name, preset.name),
         description=f"{base.description}; preset {preset.name}: {preset.description}",
         cmdline=cmdline, metrics=metrics, notes=preset.reviewed, base=base.name,
-        preset=preset.name,
+        preset=preset.name, sweepable=(),
     )  # fmt: skip
+
+
+def short(parameter: str) -> str:
+    """A REVIEWED parameter's name in a variant's name: "rcuscale.writer_holdoff" ->
+    "writer-holdoff"."""
+    return parameter.removeprefix("rcuscale.").replace("_", "-")
+
+
+def variant(base: BenchmarkSpec, parameter: str, value: int) -> BenchmarkSpec:
+    """`base` with `parameter` (one of its `sweepable`) set to `value`: `base` itself where
+    it already runs with that value (its own, or the kernel's default), else the preset
+    "<param>-<value>". ValueError naming the problem for a parameter `base` does not sweep
+    or a value out of REVIEWED's bounds."""
+    if parameter not in base.sweepable:
+        sweeps = ", ".join(base.sweepable) or "none"
+        raise ValueError(f"{base.name} does not sweep {parameter!r} (it sweeps: {sweeps})")
+    low, high = REVIEWED[parameter]
+    if not low <= value <= high:
+        raise ValueError(f"{parameter}={value}: not a whole number in [{low}, {high}]")
+    given = {k: v for k, _, v in (t.partition("=") for t in base.cmdline.split())}
+    if given.get(parameter, str(KERNEL_DEFAULTS.get(parameter))) == str(value):
+        return base
+    reviewed = (f"A sweep's point: {parameter} is sweepable in {base.name} within "
+                f"[{low}, {high}] (benchmarks/presets.py REVIEWED); its jiffy alignment was "
+                "not measured for every value, so the tail share is a secondary.")  # fmt: skip
+    own = Preset(
+        name=f"{short(parameter)}-{value}", description=f"{parameter}={value}",
+        params=f"{parameter}={value}", reviewed=reviewed, tail_share_primary=False,
+    )  # fmt: skip
+    return derive(base, own)
+
+
+def parse_variant(base: BenchmarkSpec, preset: str) -> tuple[str, int] | None:
+    """(parameter, value) of a variant's preset name ("nwriters-4") of `base`, None for
+    another name (a value with leading zeros too: each variant has one name)."""
+    for parameter in base.sweepable:
+        found = re.fullmatch(rf"{re.escape(short(parameter))}-(0|[1-9]\d{{0,5}})", preset)
+        if found:
+            return parameter, int(found[1])
+    return None
 
 
 def preset_errors(base: BenchmarkSpec, preset: Preset) -> list[str]:

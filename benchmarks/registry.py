@@ -1,5 +1,6 @@
 """Every benchmark rcubench runs: its spec and its parser, by name."""
 
+import functools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -63,13 +64,47 @@ BENCHMARKS: dict[str, Benchmark] = {
 }
 
 
+@functools.lru_cache(maxsize=256)
+def _variant(name: str) -> Benchmark | None:
+    """A sweep's variant ("<base>--<param>-<value>", presets.variant) of a registered
+    benchmark, derived on demand (a sweep may ask for any value within REVIEWED's bounds);
+    None for any other name. A variant a named preset already is has that preset's name
+    instead, so it is not found here."""
+    asked = presets.split(name)
+    if not asked or (base := BENCHMARKS.get(asked[0])) is None:
+        return None
+    found = presets.parse_variant(base.spec, asked[1])
+    if found is None:
+        return None
+    try:
+        spec = variant_of(base.spec.name, *found)
+    except ValueError:
+        return None
+    return Benchmark(spec, base.parse) if spec.name == name else None
+
+
+def find(name: str) -> Benchmark | None:
+    """The benchmark `name` (registered, or a sweep's variant of one), None if unknown."""
+    return BENCHMARKS.get(name) or _variant(name)
+
+
+def variant_of(base: str, parameter: str, value: int) -> BenchmarkSpec:
+    """The benchmark a sweep's point runs: `base` with `parameter` at `value` (a named
+    preset of `base` where one sets exactly that; `base` where it already does). KeyError
+    for an unknown base, ValueError naming the problem otherwise."""
+    spec = get(base).spec
+    found = presets.variant(spec, parameter, value)  # held to `sweepable` and REVIEWED
+    for named in presets_of(base) if found is not spec else ():
+        if preset_params(named) == f"{parameter}={value}":
+            return named
+    return found
+
+
 def get(name: str) -> Benchmark:
     """The benchmark `name`, else KeyError naming the known ones; for an unknown preset
     of a known benchmark ("<base>--<preset>"), that benchmark's presets."""
-    try:
-        return BENCHMARKS[name]
-    except KeyError:
-        pass
+    if (found := find(name)) is not None:
+        return found
     asked = presets.split(name)
     if asked and asked[0] in BENCHMARKS:
         base, preset = asked

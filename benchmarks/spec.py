@@ -131,6 +131,9 @@ class BenchmarkSpec:
     # base's. Empty for a benchmark of its own.
     base: str = ""
     preset: str = ""
+    # The rcuscale.* parameters (of benchmarks/presets.py REVIEWED) a sweep may vary at its
+    # points (presets.variant), in the order a submitter is told them.
+    sweepable: tuple[str, ...] = ()
     _by_name: dict[str, Metric] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

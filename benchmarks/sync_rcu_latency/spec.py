@@ -44,6 +44,9 @@ SPEC = BenchmarkSpec(
     guest_command="",
     metrics=_METRICS,
     traceable=True,
+    # A sweep's variant axis (benchmarks/presets.py variant): how synchronize_rcu() latency
+    # grows with concurrent requesters, or with the gap before each request.
+    sweepable=("rcuscale.nwriters", "rcuscale.writer_holdoff", "rcuscale.writer_holdoff_jiffies"),
 )
 
 EXPEDITED = BenchmarkSpec(
@@ -58,6 +61,7 @@ EXPEDITED = BenchmarkSpec(
     # history stays one benchmark's (benchmarks/presets.py derives the others).
     base="sync-rcu-latency",
     preset="expedited",
+    sweepable=("rcuscale.nwriters",),
 )
 
 # Presets (benchmarks/presets.py), each a benchmark "<base>--<name>"; the fixtures of each

@@ -7,7 +7,15 @@ import pytest
 from benchmarks import presets
 from benchmarks.cmdline import CmdlineError, check_extra, params
 from benchmarks.presets import Preset, derive, preset_errors
-from benchmarks.registry import BENCHMARKS, describe_presets, get, preset_params, presets_of
+from benchmarks.registry import (
+    BENCHMARKS,
+    describe_presets,
+    find,
+    get,
+    preset_params,
+    presets_of,
+    variant_of,
+)
 from benchmarks.sync_rcu_latency import parser as sync_rcu_parser
 from benchmarks.sync_rcu_latency.spec import SPEC
 
@@ -116,3 +124,73 @@ def test_free_rcuscale_values_stay_refused_and_the_refusal_names_the_presets():
     with pytest.raises(CmdlineError, match=r"rcuscale\.writer_holdoff is set by the benchmark "
                                            r"sync-rcu-latency--writer-holdoff itself"):  # fmt: skip
         check_extra("rcuscale.writer_holdoff=1", [get("sync-rcu-latency--writer-holdoff").spec])
+
+
+# --- a sweep's variants (presets.variant, registry.find) -----------------------------------
+
+
+def test_every_sweepable_parameter_is_a_reviewed_one_and_presets_sweep_nothing():
+    sweepable = {b.spec.name: b.spec.sweepable for b in BENCHMARKS.values() if b.spec.sweepable}
+    assert sweepable == {
+        "sync-rcu-latency": ("rcuscale.nwriters", "rcuscale.writer_holdoff",
+                             "rcuscale.writer_holdoff_jiffies"),
+        "sync-rcu-latency-exp": ("rcuscale.nwriters",),
+    }  # fmt: skip
+    assert {p for ps in sweepable.values() for p in ps} <= set(presets.REVIEWED)
+    assert set(presets.REVIEWED) >= presets.COUNTS
+
+
+@pytest.mark.parametrize(
+    ("name", "sets"),
+    [
+        ("sync-rcu-latency--nwriters-4", "rcuscale.nwriters=4"),
+        ("sync-rcu-latency--writer-holdoff-250", "rcuscale.writer_holdoff=250"),
+        ("sync-rcu-latency--writer-holdoff-jiffies-2", "rcuscale.writer_holdoff_jiffies=2"),
+        ("sync-rcu-latency-exp--nwriters-32", "rcuscale.nwriters=32"),
+    ],
+)
+def test_a_variant_is_found_by_its_name_and_is_its_base_with_one_value(name, sets):
+    found = find(name)
+    assert found is not None
+    assert get(name) == found
+    spec, base = found.spec, BENCHMARKS[found.spec.base]
+    assert found.parse is base.parse
+    assert preset_params(spec) == sets
+    assert _settings(spec.cmdline)["rcuscale.shutdown"] == "1"
+    assert (spec.kconfig, spec.sweepable) == (base.spec.kconfig, ())
+    # Its jiffy alignment was not measured: the tail share is a secondary.
+    assert not any(m.tail_share_primary for m in spec.metrics)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "sync-rcu-latency--nwriters-1",  # the base's own value: that is sync-rcu-latency
+        "sync-rcu-latency--nwriters-16",  # that is the preset many-writers
+        "sync-rcu-latency--writer-holdoff-0",  # rcuscale's default: sync-rcu-latency
+        "sync-rcu-latency--nwriters-04",  # one name per value
+        "sync-rcu-latency--nwriters-33",  # beyond the reviewed bounds
+        "sync-rcu-latency--nwriters-0",
+        "sync-rcu-latency--gp-exp-1",  # reviewed, but not sweepable here
+        "sync-rcu-latency-exp--writer-holdoff-100",
+        "sync-rcu-latency--many-writers--nwriters-4",  # no variant of a preset
+        "boot-time--nwriters-4",
+        "sync-rcu-latency--nwriters-4 ",
+    ],
+)
+def test_a_name_that_is_no_variant_is_not_found(name):
+    assert find(name) is None
+    with pytest.raises(KeyError):
+        get(name)
+
+
+def test_variant_of_names_each_configuration_once():
+    assert variant_of("sync-rcu-latency", "rcuscale.nwriters", 1).name == "sync-rcu-latency"
+    assert variant_of("sync-rcu-latency", "rcuscale.nwriters", 16).name == (
+        "sync-rcu-latency--many-writers")  # fmt: skip
+    assert variant_of("sync-rcu-latency", "rcuscale.nwriters", 8).name == (
+        "sync-rcu-latency--nwriters-8")  # fmt: skip
+    with pytest.raises(ValueError, match=r"does not sweep 'rcuscale\.gp_exp'"):
+        variant_of("sync-rcu-latency", "rcuscale.gp_exp", 1)
+    with pytest.raises(ValueError, match=r"rcuscale.writer_holdoff=10001: not a whole number"):
+        variant_of("sync-rcu-latency", "rcuscale.writer_holdoff", 10_001)

@@ -307,22 +307,24 @@ def ended_point(
     verdict: str = "no-meaningful-change", p: float = 0.5,
 ) -> None:  # fmt: skip
     """The point's comparison ended ok with `runs` runs a side whose p50 is 6 ms x scale
-    (2% noise between runs), and its primary's final row."""
+    (2% noise between runs), and its primary's final row; the benchmark is the comparison's
+    first (sync-rcu-latency or a variant of it)."""
+    bench = c.benchmarks[0]
     for side, scale in (("A", a_scale), ("B", b_scale)):
         for k in range(runs):
-            run = Run.objects.create(comparison=c, benchmark="sync-rcu-latency", side=side,
+            run = Run.objects.create(comparison=c, benchmark=bench, side=side,
                                      index=k, order=2 * k + (side == "B"), state=State.DONE,
                                      result=Result.OK)  # fmt: skip
             level = 6.0 * scale * rng.lognormal(0, 0.02)
             Measurement.objects.create(
                 run=run,
-                benchmark="sync-rcu-latency",
+                benchmark=bench,
                 metric="writer_duration",
                 unit="ms",
                 samples=list(level * rng.lognormal(0, 0.01, 51)),
             )
     MetricVerdict.objects.create(
-        comparison=c, benchmark="sync-rcu-latency", metric="writer_duration", statistic="p50",
+        comparison=c, benchmark=bench, metric="writer_duration", statistic="p50",
         is_primary=True, look=1, n_a=runs, n_b=runs, median_a=6 * a_scale, median_b=6 * b_scale,
         shift_pct=100 * (b_scale / a_scale - 1), ci_low_pct=-1.0, ci_high_pct=1.0, p_value=p,
         verdict=verdict,

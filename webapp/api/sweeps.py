@@ -33,15 +33,19 @@ class SweepRequestSerializer(ComparisonRequestSerializer):
     values = serializers.ListField(
         child=serializers.CharField(max_length=64), min_length=2, max_length=32,
         help_text='The axis\' values: topologies ("SxCxT", or a vCPU count keeping the base '
-        "target's sockets and threads per core), or the boot parameter's values.",
+        "target's sockets and threads per core), the boot parameter's values, or the variant "
+        "parameter's (whole numbers within its reviewed bounds).",
     )  # fmt: skip
     parameter = serializers.CharField(
         max_length=128, required=False, default="", allow_blank=True,
-        help_text="The boot parameter swept (axis cmdline), set on both sides at each point.",
+        help_text="The boot parameter swept (axis cmdline), set on both sides at each point; "
+        "or the benchmark's own parameter (axis variant: e.g. rcuscale.nwriters, each point "
+        "runs the benchmark's variant, '<benchmark>--nwriters-4', on both sides).",
     )  # fmt: skip
     log_axis = serializers.BooleanField(
         required=False, allow_null=True, default=None,
-        help_text="Slopes on log-log scales (the growth exponent). Default: for a topology.",
+        help_text="Slopes on log-log scales (the growth exponent). Default: for a topology "
+        "or a variant parameter that is a count.",
     )  # fmt: skip
 
 
@@ -51,6 +55,7 @@ class PointSerializer(serializers.Serializer[Any]):
     x = serializers.FloatField(allow_null=True)
     comparison = serializers.IntegerField(source="comparison_id")
     target = serializers.CharField()
+    benchmark = serializers.CharField(help_text="The point's benchmark (variant axis: its own).")
     state = serializers.CharField()
     verdict = serializers.CharField(help_text="The primary's verdict after Holm across points.")
     shift_pct = serializers.FloatField(allow_null=True)

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
-from benchmarks.registry import BENCHMARKS
+from benchmarks.registry import find
 from stats.verdicts import IMPROVEMENT, REGRESSION
 from webapp import access, logs
 from webapp.access import AnyUser
@@ -78,7 +78,7 @@ def traceable_benchmarks(c: Comparison) -> list[str]:
     """The comparison's benchmarks that a diagnosis traces (rcuscale's: spec.traceable);
     one no longer registered is not among them."""
     return [b for b in c.benchmarks
-            if (found := BENCHMARKS.get(b)) is not None and found.spec.traceable]  # fmt: skip
+            if (found := find(b)) is not None and found.spec.traceable]  # fmt: skip
 
 
 def diagnosed_by_policy(c: Comparison) -> list[str]:

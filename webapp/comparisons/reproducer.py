@@ -9,7 +9,7 @@ import shlex
 from django.conf import settings
 from django.urls import reverse
 
-from benchmarks.registry import BENCHMARKS, preset_params
+from benchmarks.registry import find, preset_params
 from webapp.comparisons.models import Comparison
 
 
@@ -61,7 +61,7 @@ def reproducer(c: Comparison) -> str:
 def _preset_note(bench: str) -> str:
     """A comment with what the preset `bench` sets over its base and its whole rcuscale
     command line; empty for a benchmark that is no preset."""
-    known = BENCHMARKS.get(bench)
+    known = find(bench)
     if known is None or not known.spec.base:
         return ""
     spec = known.spec

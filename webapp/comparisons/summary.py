@@ -475,7 +475,7 @@ def verdict_order(v: MetricVerdict) -> tuple[bool, int, str, str, int]:
 
 def spec_for(benchmark: str) -> BenchmarkSpec | None:
     # Through the registry module at each call: a benchmark registered later is found too.
-    b = registry.BENCHMARKS.get(benchmark)
+    b = registry.find(benchmark)
     return b.spec if b else None
 
 

@@ -13,12 +13,13 @@ class SweepForm(SubmitForm):
     axis = forms.ChoiceField(choices=Sweep.Axis.choices, initial=Sweep.Axis.TOPOLOGY)
     values = forms.CharField(
         help_text="comma-separated: vCPU counts of the target ('2, 4, 8', keeping its "
-        "sockets and threads per core) or SxCxT ('1x2x8'); or the boot parameter's values",
+        "sockets and threads per core) or SxCxT ('1x2x8'); or the parameter's values",
     )  # fmt: skip
     parameter = forms.CharField(
-        required=False, label="boot parameter",
+        required=False, label="parameter",
         help_text="for a boot parameter axis: set to each value on both sides "
-        "(e.g. rcutree.rcu_normal_wake_from_gp)",
+        "(e.g. rcutree.rcu_normal_wake_from_gp); for a variant axis: the benchmark's "
+        "parameter, each value a variant of it (e.g. rcuscale.nwriters)",
     )  # fmt: skip
 
     def clean_values(self) -> tuple[str, ...]:

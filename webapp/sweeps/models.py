@@ -1,5 +1,6 @@
-"""Sweeps: one A/B pair run across the points of one axis (a target's topology or a boot
-parameter's values), and the verdict on how B scales against A.
+"""Sweeps: one A/B pair run across the points of one axis (a target's topology, a boot
+parameter's values or a benchmark's variant parameter), and the verdict on how B scales
+against A.
 
 Each point is an ordinary comparison, submitted through the one way in, with the sweep's
 cohort (`sweep-<id>`): the orchestrator runs every point's look in one interleaved schedule
@@ -17,6 +18,7 @@ class Sweep(models.Model):
     class Axis(models.TextChoices):
         TOPOLOGY = "topology", "Target topology (vCPUs)"
         CMDLINE = "cmdline", "A boot parameter's values"
+        VARIANT = "variant", "A benchmark's variant parameter (e.g. rcuscale.nwriters)"
 
     class Trigger(models.TextChoices):
         WEB = "web"
@@ -25,7 +27,9 @@ class Sweep(models.Model):
 
     axis = models.CharField(max_length=16, choices=Axis)
     parameter = models.CharField(
-        max_length=128, blank=True, help_text="The boot parameter swept (cmdline axis)."
+        max_length=128,
+        blank=True,
+        help_text="The boot parameter (cmdline axis) or the benchmark's parameter (variant).",
     )
     values = ArrayField(models.CharField(max_length=64), help_text="The axis' values, in order.")
     log_axis = models.BooleanField(
@@ -56,7 +60,7 @@ class Sweep(models.Model):
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
-        what = self.parameter if self.axis == self.Axis.CMDLINE else "vCPUs"
+        what = "vCPUs" if self.axis == self.Axis.TOPOLOGY else self.parameter
         return f"sweep #{self.pk}: {what} = {', '.join(self.values)}"
 
     @property

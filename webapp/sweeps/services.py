@@ -2,9 +2,10 @@
 
 A sweep is one A/B pair (a ComparisonRequest, as any front end builds it) at every point of
 one axis: each point is submitted through the one way in (submit_comparison) with its
-target or command line changed and the sweep's cohort, in one transaction, so a refused
-point leaves nothing of the sweep behind. When the last point ends, `conclude` stores the
-scaling and interaction verdicts (summary.judge) and mails the sweep if B scales worse.
+target, command line or benchmark (a variant: benchmarks/presets.py) changed and the
+sweep's cohort, in one transaction, so a refused point leaves nothing of the sweep behind.
+When the last point ends, `conclude` stores the scaling and interaction verdicts
+(summary.judge) and mails the sweep if B scales worse.
 """
 
 import dataclasses
@@ -17,6 +18,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
+from benchmarks import presets, registry
 from engine.vm.topology import Topology, TopologyError, parse_topology
 from stats.sweeps import SCALES_WORSE
 from webapp import access, dispatch, logs
@@ -45,7 +47,9 @@ class SweepRequest:
     axis: str
     values: tuple[str, ...]
     parameter: str = ""
-    log_axis: bool | None = None  # None: log-log for a topology (a count), linear otherwise
+    # None: log-log for a topology or a variant parameter that is a count (nwriters),
+    # linear otherwise.
+    log_axis: bool | None = None
 
 
 def submit_sweep(req: SweepRequest) -> Sweep:
@@ -55,7 +59,7 @@ def submit_sweep(req: SweepRequest) -> Sweep:
         base = _base_target(req.pair.target)
         sweep = Sweep.objects.create(
             axis=req.axis, parameter=req.parameter, values=list(req.values),
-            log_axis=req.axis == Sweep.Axis.TOPOLOGY if req.log_axis is None else req.log_axis,
+            log_axis=_counts(req) if req.log_axis is None else req.log_axis,
             base_target=base, benchmark=req.pair.benchmarks[0] if req.pair.benchmarks else "",
             trigger=req.pair.trigger, requested_by=req.pair.requested_by,
             submitted_by_id=req.pair.submitted_by,
@@ -89,6 +93,9 @@ def _validate(req: SweepRequest) -> None:
         if req.parameter:
             raise SubmissionError("parameter", "a topology sweep takes no boot parameter")
         return
+    if req.axis == Sweep.Axis.VARIANT:
+        _validate_variant(req)
+        return
     if not PARAMETER.fullmatch(req.parameter):
         raise SubmissionError(
             "parameter", f"bad boot parameter name {req.parameter!r} (e.g. rcutree.use_softirq)"
@@ -99,6 +106,40 @@ def _validate(req: SweepRequest) -> None:
                 f"cmdline_{side.lower()}",
                 f"side {side} command line sets {req.parameter} already: the sweep sets it",
             )
+
+
+def _validate_variant(req: SweepRequest) -> None:
+    """A variant sweep: one registered benchmark that declares `parameter` sweepable, and a
+    whole number within its reviewed bounds at each point (benchmarks/presets.py)."""
+    if len(req.pair.benchmarks) != 1:
+        raise SubmissionError("benchmarks", "a variant sweep runs one benchmark, whose "
+                              f"parameter it varies; got {len(req.pair.benchmarks)}")  # fmt: skip
+    name = req.pair.benchmarks[0]
+    try:
+        spec = registry.get(name).spec
+    except KeyError as exc:  # it names the known ones
+        raise SubmissionError("benchmarks", str(exc.args[0])) from None
+    if req.parameter not in spec.sweepable:
+        sweepable = [b.spec for b in registry.BENCHMARKS.values() if b.spec.sweepable]
+        offer = "; ".join(f"{b.name}: {', '.join(b.sweepable)}" for b in sweepable)
+        raise SubmissionError("parameter", f"{name} does not sweep {req.parameter[:64]!r}; "
+                              f"sweepable: {offer}")  # fmt: skip
+    low, high = presets.REVIEWED[req.parameter]
+    for value in req.values:
+        if not value.isdigit() or not low <= int(value) <= high:
+            raise SubmissionError(
+                "values", f"{req.parameter}={value}: not a whole number in [{low}, {high}]"
+            )
+    points = [registry.variant_of(name, req.parameter, int(v)).name for v in req.values]
+    if len(set(points)) != len(points):
+        raise SubmissionError("values", "two values are the same variant")
+
+
+def _counts(req: SweepRequest) -> bool:
+    """Whether the axis is a count, whose slope is a growth exponent (log-log scales)."""
+    if req.axis == Sweep.Axis.VARIANT:
+        return req.parameter in presets.COUNTS
+    return req.axis == Sweep.Axis.TOPOLOGY
 
 
 def _base_target(name: str) -> Target:
@@ -123,6 +164,9 @@ def _point_request(
         except (TopologyError, TopologyRefused) as exc:
             raise SubmissionError("values", f"{value}: {exc}") from None
         return dataclasses.replace(pair, target=target.name), float(target.cpus)
+    if req.axis == Sweep.Axis.VARIANT:  # both sides run the variant: one benchmark each
+        spec = registry.variant_of(pair.benchmarks[0], req.parameter, int(value))
+        return dataclasses.replace(pair, benchmarks=(spec.name,)), float(value)
     setting = f"{req.parameter}={value}"
     point = dataclasses.replace(
         pair, cmdline_a=f"{pair.cmdline_a} {setting}".strip(),

@@ -53,6 +53,7 @@ class PointRow:
     runs_b: tuple[float, ...]
     statistic: str = ""  # the judged run-level statistic ("p50"); "" without runs
     note: str = ""
+    benchmark: str = ""  # the point's benchmark: on a variant axis, its own variant
 
 
 ROW_FIELDS = frozenset(f.name for f in dataclasses.fields(PointRow))
@@ -126,13 +127,22 @@ def _final_row(c: Comparison, benchmark: str, metric: str, statistic: str) -> Me
     return rows.order_by("-look", "-pk").first()
 
 
+def point_benchmark(sweep: Sweep, c: Comparison) -> str:
+    """The benchmark judged at a point: the sweep's, or on a variant axis the point's own
+    variant of it (its comparison's one benchmark)."""
+    if sweep.axis == Sweep.Axis.VARIANT and c.benchmarks:
+        return str(c.benchmarks[0])
+    return sweep.benchmark
+
+
 def _point_rows(sweep: Sweep, alpha_of: dict[int, float]) -> list[PointRow]:
     points = list(SweepPoint.objects.filter(sweep=sweep).select_related("comparison__target"))
     raw = []
     for p in points:
         c = p.comparison
-        a, b, metric, statistic, _, _ = _runs(c, sweep.benchmark)
-        row = _final_row(c, sweep.benchmark, metric, statistic) if statistic else None
+        bench = point_benchmark(sweep, c)
+        a, b, metric, statistic, _, _ = _runs(c, bench)
+        row = _final_row(c, bench, metric, statistic) if statistic else None
         raw.append((p, c, a, b, row, statistic))
     # Holm over the points whose primary has a p value (a failed point has none).
     ps = {i: row.p_value for i, (*_, row, _) in enumerate(raw) if row and row.p_value is not None}
@@ -157,7 +167,7 @@ def _point_rows(sweep: Sweep, alpha_of: dict[int, float]) -> list[PointRow]:
             ci_high_pct=row.ci_high_pct if row else None,
             p_value=row.p_value if row else None, p_holm=p_holm,
             runs_a=tuple(float(v) for v in a), runs_b=tuple(float(v) for v in b),
-            statistic=statistic, note=note,
+            statistic=statistic, note=note, benchmark=point_benchmark(sweep, c),
         ))  # fmt: skip
     return rows
 

@@ -86,3 +86,19 @@ def test_a_concluded_sweep_shows_the_statistic_judged_and_its_points(member):
     assert "points" not in body["result"]  # the rows judged are `points`, once
     assert [len(p["runs_a"]) for p in body["points"]] == [12, 12, 12]
     assert body["finished_points"] == 3
+
+
+def test_a_variant_sweep_names_each_points_benchmark(member):
+    client, tree = member
+    body = _body(tree, axis="variant", parameter="rcuscale.nwriters", values=["1", "2", "8"])
+    r = client.post("/api/v1/sweeps/", body, format="json")
+    assert r.status_code == 201, r.json()
+    points = r.json()["points"]
+    assert [(p["x"], p["benchmark"]) for p in points] == [
+        (1.0, "sync-rcu-latency"), (2.0, "sync-rcu-latency--nwriters-2"),
+        (8.0, "sync-rcu-latency--nwriters-8"),
+    ]  # fmt: skip
+    assert r.json()["log_axis"] is True
+    r = client.post("/api/v1/sweeps/", {**body, "values": ["1", "200"]}, format="json")
+    assert (r.status_code, r.json()) == (
+        400, {"values": ["rcuscale.nwriters=200: not a whole number in [1, 32]"]})  # fmt: skip

@@ -112,6 +112,72 @@ def test_a_topology_the_host_cannot_run_is_refused_with_the_reason(few_runs, set
     assert not Comparison.objects.exists()
 
 
+def test_a_variant_sweep_runs_the_benchmarks_variant_at_each_point_on_both_sides(few_runs):
+    sweep = services.submit_sweep(services.SweepRequest(
+        pair=_pair(), axis="variant", parameter="rcuscale.nwriters", values=("1", "4", "16"),
+    ))  # fmt: skip
+    points = list(sweep.points.select_related("comparison"))
+    # 1 is the base's own value, 16 the named preset's: each configuration has one name.
+    assert [(p.x, p.comparison.benchmarks) for p in points] == [
+        (1.0, ["sync-rcu-latency"]), (4.0, ["sync-rcu-latency--nwriters-4"]),
+        (16.0, ["sync-rcu-latency--many-writers"]),
+    ]  # fmt: skip
+    assert all(p.comparison.cmdline_a == p.comparison.cmdline_b == "" for p in points)
+    assert (sweep.benchmark, sweep.parameter, sweep.log_axis) == (
+        "sync-rcu-latency", "rcuscale.nwriters", True)  # a count: log-log  # fmt: skip
+    # Each point is judged on its own benchmark's rows.
+    rng = np.random.default_rng(5)
+    for p in points:
+        ended_point(p.comparison, p.x**0.1, p.x**0.4, rng)  # type: ignore[operator]
+    assert services.conclude(sweep.pk)
+    sweep.refresh_from_db()
+    assert sweep.verdict == "scales-worse"
+    s = summary(sweep)
+    assert [r.benchmark for r in s.points] == [
+        "sync-rcu-latency",
+        "sync-rcu-latency--nwriters-4",
+        "sync-rcu-latency--many-writers",
+    ]
+    assert [r.p_value for r in s.points] == [0.5, 0.5, 0.5]
+
+
+@pytest.mark.parametrize(
+    ("kw", "field", "message"),
+    [
+        (
+            {"parameter": "rcuscale.gp_async"},
+            "parameter",
+            "sync-rcu-latency does not sweep 'rcuscale.gp_async'; sweepable: sync-rcu-latency: "
+            "rcuscale.nwriters, rcuscale.writer_holdoff, rcuscale.writer_holdoff_jiffies; "
+            "sync-rcu-latency-exp: rcuscale.nwriters",
+        ),
+        (
+            {"values": ("1", "64")},
+            "values",
+            r"rcuscale.nwriters=64: not a whole number in \[1, 32\]",
+        ),
+        ({"values": ("0", "2")}, "values", r"rcuscale.nwriters=0: not a whole number in \[1, 32\]"),
+        ({"values": ("2", "2.5")}, "values", "bad value|not a whole number"),
+        ({"benchmarks": ("boot-time",)}, "parameter", "boot-time does not sweep"),
+        (
+            {"benchmarks": ("sync-rcu-latency", "boot-time")},
+            "benchmarks",
+            "a variant sweep runs one benchmark",
+        ),
+        ({"benchmarks": ("no-such-bench",)}, "benchmarks", "unknown benchmark"),
+    ],
+)
+def test_a_refused_variant_sweep_names_the_field_and_stores_nothing(few_runs, kw, field, message):
+    benchmarks = kw.pop("benchmarks", ("sync-rcu-latency",))
+    fields = {"pair": _pair(benchmarks=benchmarks), "axis": "variant",
+              "parameter": "rcuscale.nwriters", "values": ("1", "2"), **kw}  # fmt: skip
+    with pytest.raises(SubmissionError, match=message) as exc:
+        services.submit_sweep(services.SweepRequest(**fields))
+    assert exc.value.field == field
+    assert not Sweep.objects.exists()
+    assert not Comparison.objects.exists()
+
+
 # --- the verdicts, from stored runs ------------------------------------------------------
 
 

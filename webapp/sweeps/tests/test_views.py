@@ -61,6 +61,18 @@ def test_a_topology_sweep_lands_on_its_page_with_a_point_per_value(client_in, tr
     assert {c.cmdline_b for c in Comparison.objects.all()} == {"rcupdate.rcu_expedited=1"}
 
 
+def test_a_variant_sweep_lands_on_a_page_naming_each_points_variant(client_in, tree):
+    change = {"axis": "variant", "parameter": "rcuscale.nwriters", "values": "1, 2, 4",
+              "benchmarks": ["sync-rcu-latency"]}  # fmt: skip
+    response = client_in.post(URL, _fields(tree, **change))
+    sweep = Sweep.objects.get()
+    assert response["Location"] == f"/sweeps/{sweep.pk}/"
+    page = client_in.get(response["Location"]).content.decode()
+    assert "sync-rcu-latency's parameter <code>rcuscale.nwriters</code>" in page
+    for name in ("sync-rcu-latency--nwriters-2", "sync-rcu-latency--nwriters-4"):
+        assert f"({name})" in page
+
+
 @pytest.mark.parametrize(
     ("change", "field", "message"),
     [
@@ -72,6 +84,11 @@ def test_a_topology_sweep_lands_on_its_page_with_a_point_per_value(client_in, tr
             "32: 1x16x2 on qemu-x86_64: 1x16x2 is 32 vCPUs, more than this host allows",
         ),
         ({"axis": "cmdline", "parameter": "init", "values": "1, 2"}, "cmdline_a", "side A"),
+        (
+            {"axis": "variant", "parameter": "rcuscale.nwriters", "values": "1, 2"},
+            "parameter",
+            "smt-toggle does not sweep",
+        ),
     ],
 )
 def test_each_refusal_is_beside_its_field_and_stores_nothing(client_in, tree, change, field,

@@ -1,6 +1,7 @@
-"""./manage.py sweep: one A/B pair across the points of an axis (a target's topology or a
-boot parameter's values), through the same pipeline as the web app and the API; waits and
-prints each point's verdict, the slopes and the scaling (or interaction) verdict."""
+"""./manage.py sweep: one A/B pair across the points of an axis (a target's topology, a
+boot parameter's values or the benchmark's variant parameter), through the same pipeline as
+the web app and the API; waits and prints each point's verdict, the slopes and the scaling
+(or interaction) verdict."""
 
 import json
 import time
@@ -24,8 +25,10 @@ POLL_SECONDS = 5
 class Command(BaseCommand):
     help = (
         "Sweep: compare two kernels (base vs head, or base vs base + a series) at every value "
-        "of one axis, --topology 2,4,8 (vCPUs of --target, or SxCxT) or --param NAME --values "
-        "V1,V2; wait and print the points and the scaling verdict. Needs the workers (make up)."
+        "of one axis, --topology 2,4,8 (vCPUs of --target, or SxCxT), --param NAME --values "
+        "V1,V2 (a boot parameter) or --variant NAME --values V1,V2 (the benchmark's own, e.g. "
+        "rcuscale.nwriters); wait and print the points and the scaling verdict. Needs the "
+        "workers (make up)."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -40,10 +43,13 @@ class Command(BaseCommand):
         axis = parser.add_mutually_exclusive_group()
         axis.add_argument("--topology", help="comma-separated topologies: vCPU counts or SxCxT")
         axis.add_argument("--param", help="the boot parameter swept (with --values)")
-        parser.add_argument("--values", default="", help="comma-separated values of --param")
+        axis.add_argument("--variant", help="the benchmark's parameter swept (with --values), "
+                          "e.g. rcuscale.nwriters")  # fmt: skip
+        parser.add_argument("--values", default="",
+                            help="comma-separated values of --param or --variant")  # fmt: skip
         parser.add_argument(
             "--linear", action="store_true",
-            help="slopes on linear scales (default: log-log for a topology)",
+            help="slopes on linear scales (default: log-log for a topology or a count)",
         )  # fmt: skip
         parser.add_argument("--runs", type=int, default=defaults.MIN_RUNS,
                             help="runs per side per point at the first look")  # fmt: skip
@@ -90,8 +96,11 @@ class Command(BaseCommand):
             axis, values, parameter = "topology", opts["topology"], ""
         elif opts["param"]:
             axis, values, parameter = "cmdline", opts["values"], opts["param"]
+        elif opts["variant"]:
+            axis, values, parameter = "variant", opts["values"], opts["variant"]
         else:
-            raise CommandError("give --topology VALUES or --param NAME --values VALUES")
+            raise CommandError("give --topology VALUES, or --param or --variant NAME with "
+                               "--values VALUES")  # fmt: skip
         mbox = None
         if opts["series"]:
             try:
