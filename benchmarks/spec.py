@@ -62,9 +62,15 @@ class Metric:
     jiffies: bool = False
     # The tail share is a co-primary of this (primary) metric: Holm over it and the p50.
     tail_share_primary: bool = False
+    # A guard (issue 37): a secondary whose move says what the primary's change cost (more
+    # grace periods, smaller batches), shown on one line beside the primary's verdict in
+    # the report, the mail, the API and the CLI under this label. Never a primary.
+    guard: str = ""
 
     def __post_init__(self) -> None:
         # An absolute threshold has no default (a % does: the design's 2%): never 0 by omission.
+        if self.guard and self.primary:
+            raise ValueError(f"metric {self.name}: a guard is a secondary, never the primary")
         if self.threshold_is_absolute and self.threshold is None:
             raise ValueError(f"metric {self.name}: an absolute threshold (in {self.unit}) "
                              "must be given")  # fmt: skip

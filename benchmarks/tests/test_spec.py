@@ -181,3 +181,8 @@ def test_only_a_latency_in_ms_comes_in_jiffies_and_only_a_primary_one_has_a_co_p
         _spec(metrics=(Metric("w", "ms", Better.LOWER, Kind.SAMPLES, primary=True),
                        Metric("v", "ms", Better.LOWER, Kind.SAMPLES, jiffies=True,
                               tail_share_primary=True)))  # fmt: skip
+
+
+def test_a_guard_is_a_secondary_never_the_primary():
+    with pytest.raises(ValueError, match="a guard is a secondary"):
+        Metric("gps", "count", Better.HIGHER, Kind.VALUE, primary=True, guard="calls")

@@ -20,6 +20,7 @@ from email.message import EmailMessage
 from email.utils import format_datetime
 
 from webapp.comparisons.console_diff import ConsoleDifference
+from webapp.comparisons.guards import guard_lines
 from webapp.comparisons.sentence import kernel_line, verdict_sentence
 from webapp.comparisons.summary import Header, KernelFacts, VerdictRow
 
@@ -215,6 +216,8 @@ def comparison_body(
     a, b = h.kernels
     t = h.target
     parts = [_para(verdict_sentence(h, rows, kind)), "", *verdict_table(rows), ""]
+    if guards := guard_block(rows):
+        parts += [*guards, ""]
     if console:
         parts += [*console_block(console), ""]
     parts.append("Kernels:")
@@ -228,6 +231,16 @@ def comparison_body(
                   f"  {links.report}#diagnosis"]  # fmt: skip
     parts += ["", *_footer(reason, links)]
     return "\n".join(parts) + "\n"
+
+
+def guard_block(rows: Sequence[VerdictRow]) -> list[str]:
+    """Each benchmark's guard line (webapp/comparisons/guards.py): what the primary's
+    change cost, as the report shows it beside the primary; none without guards."""
+    out = []
+    for line in guard_lines(rows):
+        out += textwrap.wrap(f"{line.benchmark} {line.text}", WIDTH,
+                             subsequent_indent="    ", break_on_hyphens=False)  # fmt: skip
+    return out
 
 
 def console_block(diffs: Sequence[ConsoleDifference], limit: int = 10) -> list[str]:

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any, cast
 
-from webapp.comparisons import console_diff
+from webapp.comparisons import console_diff, guards
 from webapp.comparisons.models import Comparison, Measurement
 from webapp.comparisons.reliability import reliability_rows
 from webapp.comparisons.reproducer import reproducer
@@ -92,13 +92,15 @@ def reliability_dicts(c: Comparison) -> list[dict[str, object]]:
 
 def summary(c: Comparison) -> dict[str, Any]:
     """What the comparison found, as JSON data (docs/api/README.md, "The summary"): its
-    header, verdicts, reliability rows, console differences, reproducer and report URL;
+    header, verdicts, guard lines, reliability rows, console differences, reproducer and
+    report URL;
     the head of data.json, and what `compare --format json` prints. Datetimes as ISO 8601
     text, NaN and infinity as None."""
     head = {
         "comparison": asdict(header(c)),
         "report_url": report_url(c),
         "verdicts": verdict_dicts(c),
+        "guards": guards.dicts(verdict_rows(c)),
         "reliability": reliability_dicts(c),
         "console_differences": console_diff.dicts(c),
         "reproducer": reproducer(c),

@@ -12,6 +12,7 @@ import shutil
 import textwrap
 from collections.abc import Sequence
 
+from webapp.comparisons.guards import guard_lines
 from webapp.comparisons.summary import VerdictRow, p_method_legend
 
 DEFAULT_WIDTH = 80  # a pipe, a file, a CI log
@@ -67,8 +68,9 @@ def wrap(text: str, width: int, indent: str = "", hang: str = "  ") -> list[str]
 def verdict_table(
     rows: Sequence[VerdictRow], verdict: str, url: str, width: int, kernels: tuple[str, str]
 ) -> list[str]:
-    """The table, the p markers' legend, the kernels as people name them (tree/branch,
-    short sha, subject) and the verdict line, in lines of at most `width`."""
+    """The table, each benchmark's guard line, the p markers' legend, the kernels as people
+    name them (tree/branch, short sha, subject) and the verdict line, in lines of at most
+    `width`."""
     cells = [_cells(r) for r in rows]
     widths = [max(len(c[i]) for c in (HEADER, *cells)) for i in range(len(HEADER))]
     one_line = len(_line(HEADER, widths)) <= width
@@ -88,6 +90,8 @@ def verdict_table(
             lines.append(_line(c[NUMBERS], widths[NUMBERS], "  "))
         for note in _notes(r):
             lines += wrap(note, width, NOTE)
+    for guard in guard_lines(rows):  # what the change cost, under the rows
+        lines += wrap(f"{guard.benchmark} {guard.text}", width, hang="    ")
     legend = p_method_legend(list(rows))
     if legend:
         lines += wrap(f"p: {legend}", width, hang="   ")

@@ -21,6 +21,7 @@ from webapp.alerts.services import alerts_for_page
 from webapp.bisections.models import Bisection
 from webapp.comparisons.console_diff import ConsoleDifference, console_differences
 from webapp.comparisons.detectable import detectable_lines
+from webapp.comparisons.guards import GuardLine, guard_lines
 from webapp.comparisons.models import Comparison, ComparisonState, Measurement, Run
 from webapp.comparisons.progress import Progress, progress
 from webapp.comparisons.reliability import ReliabilityRow, reliability_rows
@@ -92,6 +93,11 @@ class Report:
     @property
     def primary(self) -> list[VerdictRow]:
         return [r for r in self.verdicts if r.verdict.is_primary]
+
+    @property
+    def guards(self) -> list[GuardLine]:
+        """Per benchmark, what its primary's change cost (the spec's guard metrics)."""
+        return guard_lines(self.verdicts)
 
     @property
     def detectable(self) -> list[str]:

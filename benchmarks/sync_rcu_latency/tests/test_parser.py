@@ -97,3 +97,18 @@ def test_absurd_numbers_are_parse_errors_refused_before_anything_is_sized(old, n
     with pytest.raises(ParseError, match=reason):
         parse(PPC.replace(old, new, 1))
     assert time.monotonic() - started < 1.0  # refused, not allocated and compared
+
+
+def test_calls_per_grace_period_is_rcuscales_calls_over_its_grace_periods():
+    one = parse((FIXTURES / "x86_64-pc-tcg.log").read_text())
+    many = parse((FIXTURES / "x86_64-pc-tcg--many-writers.log").read_text())
+    assert (one["gps"], one["batches"], one["updates_per_gp"]) == ((101.0,), (102.0,), (101 / 102,))
+    # 16 writers' concurrent requests share grace periods: 1,629 calls in 205.
+    assert (many["gps"], many["batches"]) == ((1629.0,), (205.0,))
+    assert many["updates_per_gp"] == (1629 / 205,)
+
+
+def test_a_summary_with_no_grace_period_is_refused_not_divided_by():
+    line = next(ln for ln in PPC.splitlines() if " batches: " in ln)
+    with pytest.raises(ParseError, match="counts 0 grace periods"):
+        parse(PPC.replace(line, line.rsplit(" ", 1)[0] + " 0"))

@@ -118,8 +118,13 @@ def test_the_verdict_table_fits_the_terminal(finished, columns, tmp_path):
     assert lines[-1] == (f"verdict: {finished.verdict}   "
                          f"report: http://127.0.0.1:8000/comparisons/{finished.pk}/")  # fmt: skip
     # Every verdict row is there; its warnings and cross-checks are under it, indented.
-    rows = [ln for ln in lines if ln.startswith("sync-rcu-latency")]
+    rows = [ln for ln in lines if ln.startswith("sync-rcu-latency") and " guards: " not in ln]
     assert len(rows) == finished.verdicts.exclude(statistic="boschloo").count()
+    # Under the rows, what the change cost: each rcuscale benchmark's guards, from the
+    # engine's rows of its calls, grace periods and calls per grace period.
+    guards = [ln for ln in lines if " guards: " in ln]
+    assert [g.split()[0] for g in guards] == ["sync-rcu-latency", "sync-rcu-latency-exp"]
+    assert guards[0].startswith("sync-rcu-latency guards: calls +0.00% [+0.00, +0.00];")
     assert rows[0].startswith("sync-rcu-latency/writer_duration * p50 ")  # primary first
     assert rows[0].endswith("  regression")
     after = lines[lines.index(rows[0]) + 1 :]
@@ -161,7 +166,7 @@ def test_json_is_the_summary_with_its_keys(finished):
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)  # stdout is the JSON alone (progress: stderr)
     assert done.stderr.startswith("done: ")
-    assert set(summary) == {"comparison", "report_url", "verdicts", "reliability",
+    assert set(summary) == {"comparison", "report_url", "verdicts", "guards", "reliability",
                             "console_differences", "reproducer"}  # fmt: skip
     assert set(summary["comparison"]) == {f.name for f in fields(Header)}
     assert set(summary["comparison"]["kernels"][0]) == {f.name for f in fields(KernelFacts)}

@@ -195,7 +195,8 @@ def test_the_summary_has_the_cross_checks_and_warnings_under_their_row(monkeypat
     assert checks_end == "      Mood p=0.0253"
     assert second.startswith("sync-rcu-latency/gps value")  # a secondary metric: no cross-checks
     assert warning == "    warning: ties: 100% of run values are tied (midranks used)"
-    assert rest[0].startswith("p: P permutation p from 9,999 random relabellings")
+    assert rest[0] == "sync-rcu-latency guards: calls +0.00% [-1.00, +1.00]"  # its gps row
+    assert rest[1].startswith("p: P permutation p from 9,999 random relabellings")
     assert "E exact: every relabelling" in " ".join(" ".join(rest).split())
 
 

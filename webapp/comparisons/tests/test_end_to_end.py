@@ -105,12 +105,16 @@ def test_a_comparison_from_the_cli_to_the_report(
     # The terminal: the verdict table and the report URL.
     assert "sync-rcu-latency/writer_duration *" in text
     assert f"report: http://127.0.0.1:8000/comparisons/{c.pk}/" in text
+    # What the change cost, from the engine's rows of these boots: rcuscale's guards.
+    assert "sync-rcu-latency guards: calls " in " ".join(text.split())
     # The report page and its links.
     page = Client().get(f"/comparisons/{c.pk}/")
     assert page.status_code == 200
     html = page.content.decode()
     assert "writer_duration" in html
     assert primary.verdict in html
+    assert 'id="guards"' in html
+    assert "calls per GP" in html
     assert f"/runs/{runs[0].pk}/console" in html
     console = Client().get(f"/runs/{runs[0].pk}/console")
     assert "rcu-scale: writer 0 gps:" in console.content.decode()
