@@ -13,6 +13,7 @@ ignore the sender.
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import parseaddr
@@ -32,7 +33,7 @@ from webapp.access import AnyUser
 from webapp.alerts import messages
 from webapp.alerts.models import Alert, OptOut, Subscription
 from webapp.bisections.models import Bisection
-from webapp.comparisons.console_diff import console_differences
+from webapp.comparisons.console_diff import ConsoleDifference, console_differences
 from webapp.comparisons.models import PART_TRIGGERS, Comparison, ComparisonState
 from webapp.comparisons.reproducer import public_url, reproducer
 from webapp.comparisons.summary import header, verdict_rows
@@ -134,7 +135,9 @@ class Recipient:
     skipped: str = ""  # why it gets no mail though it is a recipient (its row says so)
 
 
-def alert_kind_of(c: Comparison) -> str | None:
+def alert_kind_of(c: Comparison, console: Sequence[ConsoleDifference] | None = None) -> str | None:
+    """The mail a comparison's end asks for (None: none). `console`: its console
+    differences where the caller has them already, else read here when needed."""
     if c.state != ComparisonState.DONE or c.result != Result.OK:
         return None
     if c.trigger in PART_TRIGGERS:  # its bisection or sweep mails what it finds
@@ -143,7 +146,8 @@ def alert_kind_of(c: Comparison) -> str | None:
         return Alert.Kind.REGRESSION
     if c.verdict == "improvement":
         return Alert.Kind.IMPROVEMENT
-    if any(d.finding and d.side == "B" for d in console_differences(c)):
+    diffs = console_differences(c) if console is None else console
+    if any(d.finding and d.side == "B" for d in diffs):
         return Alert.Kind.REGRESSION  # B's kernel reliably complains where A's never does
     return None
 
@@ -235,7 +239,8 @@ def notify_comparison(comparison_id: int) -> list[int]:
     c = Comparison.objects.select_related(
         "revision_a__tree", "revision_b__tree", "revision_b__series", "target"
     ).get(pk=comparison_id)
-    kind = alert_kind_of(c)
+    console = console_differences(c)  # read once: the kind and the subject need it
+    kind = alert_kind_of(c, console)
     if kind is None:
         return []
     recipients = comparison_recipients(c, kind)
@@ -246,7 +251,7 @@ def notify_comparison(comparison_id: int) -> list[int]:
         verdict_rows(c),
         kind,
         series.subject if series else None,
-        console_differences(c),
+        console,
     )
     rows = [
         Alert(comparison=c, kind=kind, recipient=r.address, reason=r.reason[:200],

@@ -55,3 +55,19 @@ def test_a_warning_in_every_b_run_is_mailed_with_its_counts_and_first_line(smtp)
 def test_kernels_that_complain_alike_are_not_mailed(smtp):
     c = _with_runs(WARN, WARN)
     assert services.notify_comparison(c.pk) == []
+
+
+def test_the_console_is_read_once_per_notification(smtp, monkeypatch):
+    # The kind (a console finding) and the subject both need the differences: one read,
+    # which scans every run's stored signatures.
+    c = _with_runs(BASE, WARN)
+    reads = []
+    real = services.console_differences
+
+    def counted(comparison):
+        reads.append(comparison.pk)
+        return real(comparison)
+
+    monkeypatch.setattr(services, "console_differences", counted)
+    assert len(services.notify_comparison(c.pk)) == 1
+    assert reads == [c.pk]
