@@ -440,7 +440,10 @@ def tree_page(user: AnyUser, name: str) -> TreePage:
     pushes = (
         visible_pushes(user, tree)
         .annotate(head_subject=Subquery(subject))
-        .prefetch_related(Prefetch("comparisons", queryset=access.visible_comparisons(user)))
+        # A push's sweeps are on its tree, seen where its comparisons are.
+        .prefetch_related(
+            Prefetch("comparisons", queryset=access.visible_comparisons(user)), "sweeps"
+        )
     )
     heads = list(
         pushes.filter(anchor=False).order_by("branch", "-received_at", "-pk").distinct("branch")

@@ -24,6 +24,7 @@ class Sweep(models.Model):
         WEB = "web"
         API = "api"
         CLI = "cli"
+        WEBHOOK = "webhook"  # a watched tree's push (WatchPolicy.sweep_axis)
 
     axis = models.CharField(max_length=16, choices=Axis)
     parameter = models.CharField(

@@ -3,12 +3,14 @@ received (from a webhook or its own polling), and the change points found in a b
 history of tested heads."""
 
 from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
 from stats import defaults
 from webapp.comparisons.models import Comparison, Target
+from webapp.sweeps.models import Sweep
 from webapp.trees.models import Tree, sha_validator
 
 
@@ -58,6 +60,26 @@ class WatchPolicy(models.Model):
         "often (0: never).",
     )
     polled_at = models.DateTimeField(null=True, blank=True)
+    # A sweep of the tested head against its baseline (docs/sweeps.md), beside its
+    # comparisons: on the first target, every `sweep_every`-th tested head of a branch.
+    sweep_axis = models.CharField(
+        max_length=16, blank=True, choices=Sweep.Axis.choices,
+        help_text="Also sweep tested heads against their baselines along this axis, on the "
+        "first target (blank: no sweep). Each point runs min_runs to max_runs a side.",
+    )  # fmt: skip
+    sweep_parameter = models.CharField(
+        max_length=128, blank=True,
+        help_text="The boot parameter (cmdline axis) or the first benchmark's parameter "
+        "(variant axis, e.g. rcuscale.nwriters).",
+    )  # fmt: skip
+    sweep_values = ArrayField(
+        models.CharField(max_length=64), default=list, blank=True,
+        help_text="The axis' values: vCPU counts or SxCxT, or the parameter's values.",
+    )  # fmt: skip
+    sweep_every = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1)],
+        help_text="Sweep every this many tested heads of a branch (1: each one).",
+    )  # fmt: skip
 
     class Meta:
         verbose_name_plural = "watch policies"
@@ -71,6 +93,20 @@ class WatchPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"watch {self.tree}: {', '.join(self.branches)}"
+
+    def clean(self) -> None:
+        """The sweep's fields hang together (the sweep service checks the values
+        themselves when a push submits it, and the push says what it refused)."""
+        if not self.sweep_axis:
+            if self.sweep_parameter or self.sweep_values:
+                raise ValidationError({"sweep_axis": "a sweep's parameter or values need an axis"})
+            return
+        if len(self.sweep_values) < 2:
+            raise ValidationError({"sweep_values": "a sweep has at least two values"})
+        needs = self.sweep_axis != Sweep.Axis.TOPOLOGY
+        if needs != bool(self.sweep_parameter):
+            what = "needs a parameter" if needs else "takes no parameter"
+            raise ValidationError({"sweep_parameter": f"a {self.sweep_axis} sweep {what}"})
 
 
 class Push(models.Model):
@@ -112,6 +148,7 @@ class Push(models.Model):
         default=False, help_text="An anchor comparison: the head against the anchor ref."
     )
     comparisons = models.ManyToManyField(Comparison, blank=True, related_name="pushes")
+    sweeps = models.ManyToManyField(Sweep, blank=True, related_name="pushes")
     received_at = models.DateTimeField(auto_now_add=True)
     decided_at = models.DateTimeField(null=True, blank=True)
     checked_at = models.DateTimeField(

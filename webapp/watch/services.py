@@ -13,6 +13,7 @@ heads, the head is also compared against the policy's anchor ref (a release tag)
 a drift of sub-threshold steps becomes one measured A/B.
 """
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import timedelta
 from fnmatch import fnmatchcase
@@ -20,7 +21,7 @@ from fnmatch import fnmatchcase
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from webapp import dispatch, logs
@@ -28,6 +29,8 @@ from webapp.comparisons import orchestrator
 from webapp.comparisons.models import Comparison, ComparisonState, Target
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
 from webapp.states import Result
+from webapp.sweeps import services as sweeps
+from webapp.sweeps.models import Sweep
 from webapp.trees.models import Tree
 from webapp.watch import baselines
 from webapp.watch.events import ZERO_SHA, PushEvent
@@ -151,14 +154,15 @@ def process_push(push_id: int) -> Push:
             return _decide(push, Push.State.SKIPPED, f"nothing new: {rule}")
         push.baseline, push.baseline_rule = baseline, rule
         try:
-            comparisons = [_submit(push, policy, target) for target in policy.targets.all()]
+            comparisons = [_submit(push, policy, t) for t in policy.targets.order_by("name")]
         except SubmissionError as exc:
             return _decide(push, Push.State.FAILED, f"{exc.field}: {exc.message}")
         if not comparisons:
             return _decide(push, Push.State.FAILED, "the watch policy names no target")
         push.comparisons.add(*comparisons)
         ids = ", ".join(f"#{c.pk}" for c in comparisons)
-        _decide(push, Push.State.TESTED, f"compared against {rule}: comparison {ids}")
+        swept = "" if push.anchor else _maybe_sweep(push, policy, comparisons[0].target)
+        _decide(push, Push.State.TESTED, f"compared against {rule}: comparison {ids}{swept}")
         if not push.anchor:
             _cancel_superseded(push)
             _maybe_anchor(push, policy)
@@ -186,10 +190,10 @@ def _newer(push: Push) -> Push | None:
 
 
 def active_comparisons(tree: Tree) -> QuerySet[Comparison]:
-    """The tree's push comparisons that are queued or running."""
-    return Comparison.objects.filter(
-        pushes__tree=tree, state__in=ACTIVE_STATES
-    ).distinct()  # fmt: skip
+    """The tree's push comparisons that are queued or running, its push sweeps' points
+    among them."""
+    pushed = Q(pushes__tree=tree) | Q(sweep_point__sweep__pushes__tree=tree)
+    return Comparison.objects.filter(pushed, state__in=ACTIVE_STATES).distinct()
 
 
 def tested_heads(tree: Tree, branch: str) -> QuerySet[Push]:
@@ -230,26 +234,66 @@ def baseline_for(push: Push, policy: WatchPolicy) -> tuple[str, str]:
 
 
 def _submit(push: Push, policy: WatchPolicy, target: Target) -> Comparison:
+    return submit_comparison(_request(push, policy, target))
+
+
+def _request(push: Push, policy: WatchPolicy, target: Target) -> ComparisonRequest:
     kind = "anchor comparison" if push.anchor else f"push {push.pk}"
-    return submit_comparison(ComparisonRequest(
+    return ComparisonRequest(
         tree=push.tree.name, base_ref=push.baseline, head_ref=push.after,
         benchmarks=tuple(policy.benchmarks), target=target.name, min_runs=policy.min_runs,
         max_runs=policy.max_runs, threshold_pct=policy.threshold_pct,
         trigger=Comparison.Trigger.WEBHOOK,
         requested_by=f"{kind} of {push.tree.name}:{push.branch} ({push.get_source_display()})",
-    ))  # fmt: skip
+    )  # fmt: skip
+
+
+def _maybe_sweep(push: Push, policy: WatchPolicy, target: Target) -> str:
+    """The policy's sweep of the head against its baseline, on `target`, every
+    `sweep_every`-th tested head of the branch (this one counted): what the push's reason
+    adds, "; sweep #N", or why it was refused (the comparisons stand: a sweep is extra)."""
+    if not policy.sweep_axis:
+        return ""
+    tested = Push.objects.filter(tree=push.tree, branch=push.branch, anchor=False,
+                                 state=Push.State.TESTED).count() + 1  # fmt: skip
+    if tested % policy.sweep_every:
+        return ""
+    # A variant axis varies one benchmark's parameter: the policy's first benchmark.
+    variant = policy.sweep_axis == Sweep.Axis.VARIANT
+    pair = dataclasses.replace(
+        _request(push, policy, target), benchmarks=tuple(policy.benchmarks[:1] if variant
+                                                         else policy.benchmarks),
+    )  # fmt: skip
+    try:
+        sweep = sweeps.submit_sweep(sweeps.SweepRequest(
+            pair=pair, axis=policy.sweep_axis, values=tuple(policy.sweep_values),
+            parameter=policy.sweep_parameter,
+        ))  # fmt: skip
+    except SubmissionError as exc:
+        log.info("push sweep refused", push=push.pk, field=exc.field, reason=exc.message[:200])
+        return f"; sweep refused: {exc.field}: {exc.message}"
+    push.sweeps.add(sweep)
+    return f"; sweep #{sweep.pk}"
 
 
 def _cancel_superseded(push: Push) -> None:
-    """Cancel the still-queued comparisons of the branch's older pushes: their heads are
-    superseded by this one."""
+    """Cancel the still-queued comparisons of the branch's older pushes, and their sweeps
+    none of whose points has started: their heads are superseded by this one."""
+    why = f"superseded by push {push.pk} ({push.after[:12]})"
     older = Comparison.objects.filter(
         pushes__tree=push.tree, pushes__branch=push.branch, pushes__anchor=False,
         pushes__pk__lt=push.pk, state=ComparisonState.QUEUED,
     ).distinct()  # fmt: skip
     for c in older:
-        if orchestrator.cancel(c.pk, f"superseded by push {push.pk} ({push.after[:12]})"):
+        if orchestrator.cancel(c.pk, why):
             log.info("comparison superseded", comparison=c.pk, push=push.pk)
+    older_sweeps = Sweep.objects.filter(
+        pushes__tree=push.tree, pushes__branch=push.branch, pushes__anchor=False,
+        pushes__pk__lt=push.pk, finished_at__isnull=True,
+    ).distinct()  # fmt: skip
+    for sweep in older_sweeps:
+        if not sweep.points.exclude(comparison__state=ComparisonState.QUEUED).exists():
+            sweeps.cancel(sweep, by="watch", how=f"as {why}")
 
 
 def _maybe_anchor(push: Push, policy: WatchPolicy) -> Push | None:

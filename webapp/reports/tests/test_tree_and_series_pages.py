@@ -14,6 +14,7 @@ from tests.support.factories import (
     UserFactory,
 )
 from webapp.comparisons.models import Comparison
+from webapp.sweeps.models import Sweep, SweepPoint
 from webapp.trees.models import Patch, TreeMembership
 from webapp.watch.models import Push, WatchPolicy
 
@@ -158,3 +159,19 @@ def test_a_tree_named_with_a_dot_has_its_pages(client):
     assert client.get("/trees/linux-6.12/history/").status_code == 200
     assert client.get(f"/comparisons/{c.pk}/").status_code == 200
     assert client.get("/api/v1/trees/linux-6.12/").status_code == 200
+
+
+def test_a_pushs_sweep_is_linked_beside_its_comparisons(client, watched):
+    _, c = watched
+    push = Push.objects.get(comparisons=c)
+    sweep = Sweep.objects.create(
+        axis="variant", parameter="rcuscale.nwriters", values=["1", "4"], log_axis=True,
+        base_target=c.target, benchmark="sync-rcu-latency", trigger="webhook",
+        verdict="scales-worse",
+    )  # fmt: skip
+    SweepPoint.objects.create(sweep=sweep, position=0, value="1", x=1.0, comparison=c)
+    push.sweeps.add(sweep)
+    html = client.get(reverse("reports:tree", args=["rcu"])).content.decode()
+    row = html.split(f'<td class="num">{push.pk}</td>')[1].split("</tr>")[0]
+    assert f'<a href="/sweeps/{sweep.pk}/" class="push-sweep">sweep #{sweep.pk}</a>' in row
+    assert "badge v-scales-worse" in row

@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from tests.support.factories import TargetFactory, TreeFactory
@@ -247,3 +248,91 @@ def test_polling_feeds_each_moved_head_once(policy, repo):
     repo.commit("two")
     repo.git("push", "--quiet", "origin", "master")
     assert services.poll_tree(policy) == 1
+
+
+# --- a policy's sweep (WatchPolicy.sweep_*) ----------------------------------------------
+
+
+def _sweeping(policy, values=("1", "4"), every=1) -> WatchPolicy:
+    policy.sweep_axis, policy.sweep_parameter = "variant", "rcuscale.nwriters"
+    policy.sweep_values, policy.sweep_every = list(values), every
+    policy.full_clean()
+    policy.save()
+    return policy
+
+
+def _pushed(policy, repo, message) -> Push:
+    repo.commit(message)
+    repo.git("push", "--quiet", "origin", "master")
+    push = services.process_push(_push(policy, repo).pk)
+    assert push.state == Push.State.TESTED, push.reason
+    return push
+
+
+def test_every_nth_tested_head_is_also_swept_beside_its_comparison(policy, repo):
+    policy.max_active = 10  # the limit is the next test's
+    _sweeping(policy, every=2)
+    first = _pushed(policy, repo, "one")
+    assert not first.sweeps.exists()
+    assert "sweep" not in first.reason
+    second = _pushed(policy, repo, "two")
+    (sweep,) = second.sweeps.all()
+    assert second.reason.endswith(f"; sweep #{sweep.pk}")
+    assert (sweep.axis, sweep.trigger) == ("variant", "webhook")
+    points = [p.comparison for p in sweep.points.select_related("comparison__revision_b")]
+    assert [c.benchmarks for c in points] == [
+        ["sync-rcu-latency"], ["sync-rcu-latency--nwriters-4"]]  # fmt: skip
+    assert {c.revision_b.ref for c in points} == {repo.sha("HEAD")}
+    # Its points count toward the tree's active limit, beside the push's comparison.
+    active = set(services.active_comparisons(policy.tree).values_list("pk", flat=True))
+    assert active == {*(c.pk for c in points), *second.comparisons.values_list("pk", flat=True)}
+    # A newer tested head cancels the older sweep none of whose points has started, as it
+    # cancels the older queued comparison; the next sweep is the fourth head's.
+    third = _pushed(policy, repo, "three")
+    assert not third.sweeps.exists()
+    reasons = {p.comparison.error_message for p in sweep.points.select_related("comparison")}
+    assert reasons == {f"sweep #{sweep.pk} cancelled as superseded by push {third.pk} "
+                       f"({repo.sha('HEAD')[:12]})"}  # fmt: skip
+    assert _pushed(policy, repo, "four").sweeps.count() == 1
+
+
+def test_a_refused_sweep_is_said_on_the_push_and_its_comparison_stands(policy, repo):
+    _sweeping(policy, values=("1", "64"))
+    push = _pushed(policy, repo, "one")
+    assert push.reason.endswith(
+        "; sweep refused: values: rcuscale.nwriters=64: not a whole number in [1, 32]"
+    )
+    assert push.comparisons.count() == 1
+    assert not push.sweeps.exists()
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        ({"sweep_values": ["1", "2"]}, "sweep_axis", "need an axis"),
+        ({"sweep_axis": "variant", "sweep_parameter": "rcuscale.nwriters",
+          "sweep_values": ["1"]}, "sweep_values", "at least two values"),
+        ({"sweep_axis": "cmdline", "sweep_values": ["1", "2"]}, "sweep_parameter",
+         "a cmdline sweep needs a parameter"),
+        ({"sweep_axis": "topology", "sweep_parameter": "x", "sweep_values": ["2", "4"]},
+         "sweep_parameter", "a topology sweep takes no parameter"),
+    ],
+)  # fmt: skip
+def test_a_policys_sweep_fields_hang_together(policy, fields, field, message):
+    for k, v in fields.items():
+        setattr(policy, k, v)
+    with pytest.raises(ValidationError) as exc:
+        policy.full_clean()
+    assert message in " ".join(exc.value.message_dict[field])
+
+
+def test_a_sweeps_points_hold_the_next_push_at_the_active_limit(policy, repo):
+    _sweeping(policy)  # max_active 2: the push's comparison and two points are 3
+    _pushed(policy, repo, "one")
+    repo.commit("two")
+    repo.git("push", "--quiet", "origin", "master")
+    waiting = services.process_push(_push(policy, repo).pk)
+    assert waiting.state == Push.State.PENDING
+    assert waiting.reason == (
+        "waiting: 3 of the tree's push comparisons are queued or running (limit 2)"
+    )
