@@ -12,6 +12,7 @@ from tests.support.factories import RunFactory
 from webapp.alerts import delivery, services
 from webapp.alerts.models import Subscription
 from webapp.alerts.tests.conftest import make_comparison
+from webapp.comparisons import console_diff
 from webapp.states import Result, State
 
 pytestmark = pytest.mark.django_db
@@ -62,7 +63,7 @@ def test_the_console_is_read_once_per_notification(smtp, monkeypatch):
     # which scans every run's stored signatures.
     c = _with_runs(BASE, WARN)
     reads = []
-    real = services.console_differences
+    real = console_diff.console_differences  # what services imported
 
     def counted(comparison):
         reads.append(comparison.pk)
