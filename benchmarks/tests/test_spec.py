@@ -162,8 +162,14 @@ def test_metrics_in_jiffies_are_the_normal_grace_periods_the_captured_boots_show
     # The co-primary only where the boots are quantised as the one writer's back to back.
     assert {n for n, ms in co.items() if ms} == {"sync-rcu-latency"}
     assert co["sync-rcu-latency"] == ["writer_duration"]
+    # The normal presets' boots keep a jiffy structure (above the 0.2 of none), so their
+    # jiffy statistics are kept, as secondaries: one boot each measured x86_64 many-writers
+    # 0.50 and writer-holdoff 0.75 (below the base's 0.92), ppc64le many-writers 0.29 and
+    # writer-holdoff 0.83 (as its base's 0.84: one boot, too few to make it a co-primary).
     for path in (root / "sync_rcu_latency/fixtures").glob("*-tcg--*writer*.expected.json"):
-        assert 0.35 < _within_a_tenth_of_a_jiffy(path) < 0.8, path.name
+        assert _within_a_tenth_of_a_jiffy(path) > 0.25, path.name
+    for path in (root / "sync_rcu_latency/fixtures").glob("x86_64-*-tcg--*writer*.expected.json"):
+        assert _within_a_tenth_of_a_jiffy(path) < 0.8, path.name
     for path in (root / "sync_rcu_latency/fixtures").glob("*-tcg.expected.json"):
         assert _within_a_tenth_of_a_jiffy(path) > 0.8, path.name
     for path in (root / "sync_rcu_latency_exp_load/fixtures").glob("*-tcg.expected.json"):
