@@ -66,11 +66,14 @@ class Source:
         variation) with 1% noise per sample; ns resolution, as the console has them."""
         base = np.asarray(self.expected["writer_duration"])
         wd = np.rint(base * factor * np.exp(rng.normal(0, 0.01, base.size)) * 1e6) / 1e6
+        gps = float(self.expected["gps"][0])
+        batches = float(self.expected["batches"][0] + int(rng.integers(-1, 2)))
         return {
             "writer_duration": wd.tolist(),
             "test_duration": [round(self.expected["test_duration"][0] * factor, 6)],
-            "gps": list(self.expected["gps"]),
-            "batches": [float(self.expected["batches"][0] + int(rng.integers(-1, 2)))],
+            "gps": [gps],
+            "batches": [batches],
+            "updates_per_gp": [gps / batches],  # the parser's, from the two above
         }
 
     def console(self, v: dict[str, list[float]]) -> str:
@@ -103,7 +106,7 @@ def source(bench: str, arch: str) -> Source:
 def check_specs() -> None:
     for bench in (SYNC, EXP):
         names = {m.name for m in get_benchmark(bench).spec.metrics}
-        if names != {"writer_duration", "test_duration", "gps", "batches"}:
+        if names != {"writer_duration", "test_duration", "gps", "batches", "updates_per_gp"}:
             sys.exit(f"{bench}'s metrics changed ({sorted(names)}): update Source.values")
 
 

@@ -12,7 +12,7 @@ key), 8 runs a side in test mode (RUNS says why).
 import re
 
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -60,6 +60,11 @@ def _until_text(driver, css: str, text: str, what: str, seconds: float = 30) -> 
             return any(text in e.text for e in d.find_elements(By.CSS_SELECTOR, css))
         except StaleElementReferenceException:
             return False
+        except WebDriverException as exc:  # Chrome's word for the same race (a full run,
+            # 2026-11-28: "Node with given id does not belong to the document")
+            if "does not belong to the document" in str(exc):
+                return False
+            raise
 
     WebDriverWait(driver, seconds).until(seen, what)
 

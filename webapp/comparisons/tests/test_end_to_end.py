@@ -273,12 +273,17 @@ def test_the_demo_regressions_traced_runs_say_why(celery_processes, env, x86_dem
     traced = c.runs.filter(traced=True)
     celery_processes.wait_for(lambda: not traced.exclude(state="done").exists(), 600)
     assert sorted(traced.values_list("side", "result")) == [("A", "ok")] * 5 + [("B", "ok")] * 5
-    for run in traced:  # the dump is off the console, parsed, and whole
+    usable = {"A": 0, "B": 0}
+    for run in traced:  # the dump is off the console and parsed; whole, or said not to be
         assert "Dumping ftrace buffer:" in run.trace_log
         assert "Dumping ftrace buffer:" not in run.console_log
         parsed = run.trace_summary or {}
-        assert parsed["usable"], parsed
-        assert parsed["paired_share"] >= 0.99
+        if parsed["usable"]:
+            assert parsed["paired_share"] >= 0.99
+            usable[run.side] += 1
+        else:  # a loaded host can lose events (a full CI run, 2026-11-28): not used
+            assert not parsed["summary"], parsed
+    assert sum(usable.values()) >= 9, usable  # at most one of the ten
     # The verdict's runs are the 2 a side it was decided on: no traced run entered it.
     primary = c.verdicts.get(metric="writer_duration", statistic="p50")
     assert (primary.n_a, primary.n_b) == (2, 2)
@@ -292,8 +297,8 @@ def test_the_demo_regressions_traced_runs_say_why(celery_processes, env, x86_dem
     assert 0.8 <= wait.shift <= 1.2, wait  # a jiffy at HZ=1000: 1 ms
     assert bench.share is not None
     assert bench.share.estimate >= 0.8, bench.share
-    assert sum(bench.fqs_scans["A"].values()) >= 5 * 100  # rcuscale's ~101 a run
-    assert sum(bench.fqs_scans["B"].values()) >= 5 * 100
+    for side in "AB":  # rcuscale's ~101 a usable run
+        assert sum(bench.fqs_scans[side].values()) >= usable[side] * 100
     # The report's Why? section, and a trace as a viewer opens it.
     html = Client().get(f"/comparisons/{c.pk}/").content.decode()
     assert 'data-phase="gp_first_fqs_wait" data-flagged="true"' in html
