@@ -118,7 +118,7 @@ def variant(base: BenchmarkSpec, parameter: str, value: int) -> BenchmarkSpec:
         raise ValueError(f"{base.name} does not sweep {parameter!r} (it sweeps: {sweeps})")
     low, high = REVIEWED[parameter]
     if not low <= value <= high:
-        raise ValueError(f"{parameter}={value}: not a whole number in [{low}, {high}]")
+        raise ValueError(bounds_error(parameter, value))
     given = {k: v for k, _, v in (t.partition("=") for t in base.cmdline.split())}
     if given.get(parameter, str(KERNEL_DEFAULTS.get(parameter))) == str(value):
         return base
@@ -130,6 +130,12 @@ def variant(base: BenchmarkSpec, parameter: str, value: int) -> BenchmarkSpec:
         params=f"{parameter}={value}", reviewed=reviewed, tail_share_primary=False,
     )  # fmt: skip
     return derive(base, own)
+
+
+def bounds_error(parameter: str, value: object) -> str:
+    """Why `value` is no value a preset may give `parameter`: REVIEWED's bounds."""
+    low, high = REVIEWED[parameter]
+    return f"{parameter}={value}: not a whole number in [{low}, {high}]"
 
 
 def parse_variant(base: BenchmarkSpec, preset: str) -> tuple[str, int] | None:
@@ -168,7 +174,7 @@ def preset_errors(base: BenchmarkSpec, preset: Preset) -> list[str]:
             continue
         low, high = REVIEWED[key]
         if not re.fullmatch(r"\d{1,6}", value) or not low <= int(value) <= high:
-            errors.append(f"{key}={value}: not a whole number in [{low}, {high}]")
+            errors.append(bounds_error(key, value))
     if pairs and all(f"{k}={v}" in base.cmdline.split() for k, v in pairs):
         errors.append("it sets nothing its base does not already set")
     return errors

@@ -238,7 +238,7 @@ def guard_block(rows: Sequence[VerdictRow]) -> list[str]:
     change cost, as the report shows it beside the primary; none without guards."""
     out = []
     for line in guard_lines(rows):
-        out += textwrap.wrap(f"{line.benchmark} {line.text}", WIDTH,
+        out += textwrap.wrap(line.line, WIDTH,
                              subsequent_indent="    ", break_on_hyphens=False)  # fmt: skip
     return out
 

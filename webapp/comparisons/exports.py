@@ -13,7 +13,7 @@ from webapp.comparisons import console_diff, guards
 from webapp.comparisons.models import Comparison, Measurement
 from webapp.comparisons.reliability import reliability_rows
 from webapp.comparisons.reproducer import reproducer
-from webapp.comparisons.summary import header, report_url, verdict_rows
+from webapp.comparisons.summary import VerdictRow, header, report_url, verdict_rows
 
 SAMPLE_COLUMNS = ("comparison_id", "benchmark", "metric", "unit", "side", "run_index",
                   "run_order", "run_result", "run_traced", "sample_index", "value")  # fmt: skip
@@ -55,7 +55,7 @@ def csv_chunks(c: Comparison) -> Iterator[str]:
         yield "".join(writer.writerow(row) for row in rows)
 
 
-def verdict_dicts(c: Comparison) -> list[dict[str, object]]:
+def verdict_dicts(rows: list[VerdictRow]) -> list[dict[str, object]]:
     """Each verdict row's columns, with how its p was obtained (p_method: exact, permutation
     or t-approximation, with p_permutations relabellings; None for rows stored before the
     engine recorded it). The sign test is in details["sign_test"]."""
@@ -66,7 +66,7 @@ def verdict_dicts(c: Comparison) -> list[dict[str, object]]:
     return [
         {**{k: getattr(r.verdict, k) for k in keys}, "unit": r.unit,
          "p_method": r.p_method or None, "p_permutations": r.p_permutations}
-        for r in verdict_rows(c)
+        for r in rows
     ]  # fmt: skip
 
 
@@ -96,11 +96,12 @@ def summary(c: Comparison) -> dict[str, Any]:
     report URL;
     the head of data.json, and what `compare --format json` prints. Datetimes as ISO 8601
     text, NaN and infinity as None."""
+    rows = verdict_rows(c)  # the verdicts' and the guards' (one query)
     head = {
         "comparison": asdict(header(c)),
         "report_url": report_url(c),
-        "verdicts": verdict_dicts(c),
-        "guards": guards.dicts(verdict_rows(c)),
+        "verdicts": verdict_dicts(rows),
+        "guards": guards.dicts(rows),
         "reliability": reliability_dicts(c),
         "console_differences": console_diff.dicts(c),
         "reproducer": reproducer(c),

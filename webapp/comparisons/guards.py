@@ -13,11 +13,12 @@ shows as "grace periods +x%" beside a primary "improvement".
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from benchmarks.spec import BenchmarkSpec
+from benchmarks.spec import BenchmarkSpec, Kind
 from webapp.comparisons.summary import VerdictRow, spec_for
 
-# The run-level statistic a guard is read at: its value (a count per run), else its mean.
-_STATISTICS = ("value", "mean")
+# The run-level statistic a guard is read at: a one-value metric's value, a sampled one's
+# mean.
+_STATISTIC = {Kind.VALUE: "value", Kind.SAMPLES: "mean"}
 
 
 @dataclass(frozen=True)
@@ -44,49 +45,43 @@ class GuardLine:
 
     @property
     def text(self) -> str:
-        """One line for mail and terminal: "guards: calls +0.00% [...]; grace periods ..."."""
+        """The guards: "guards: calls +0.00% [...]; grace periods ..."."""
         return "guards: " + "; ".join(i.text for i in self.items)
+
+    @property
+    def line(self) -> str:
+        """The line mail and terminal print: the benchmark, then `text`."""
+        return f"{self.benchmark} {self.text}"
 
 
 def guard_lines(rows: Sequence[VerdictRow]) -> list[GuardLine]:
     """Per benchmark with guard rows, in the rows' order of benchmarks, its guards in the
     spec's order of metrics. A benchmark whose spec has no guard, or is no longer
     registered, has no line."""
-    by_bench: dict[str, dict[str, VerdictRow]] = {}
-    specs: dict[str, BenchmarkSpec] = {}
+    found: dict[str, tuple[BenchmarkSpec, dict[str, VerdictRow]]] = {}
     for r in rows:
         v = r.verdict
         spec = spec_for(v.benchmark)
-        if spec is None or v.is_primary or v.statistic not in _STATISTICS:
+        if spec is None or v.is_primary:
             continue
         metric = next((m for m in spec.metrics if m.name == v.metric), None)
-        if metric is None or not metric.guard:
+        if metric is None or not metric.guard or v.statistic != _STATISTIC[metric.kind]:
             continue
-        specs[v.benchmark] = spec
-        # The first statistic in _STATISTICS order wins (a metric has one or the other).
-        found = by_bench.setdefault(v.benchmark, {})
-        kept = found.get(v.metric)
-        if kept is None or _STATISTICS.index(v.statistic) < _STATISTICS.index(
-            kept.verdict.statistic
-        ):
-            found[v.metric] = r
-    lines = []
-    for bench, found in by_bench.items():
-        items = tuple(
-            _item(m.guard, found[m.name])
-            for m in specs[bench].metrics
-            if m.guard and m.name in found
-        )
-        lines.append(GuardLine(bench, items))
-    return lines
+        found.setdefault(v.benchmark, (spec, {}))[1][v.metric] = r
+    return [
+        GuardLine(bench, tuple(_item(m.guard, got[m.name])
+                               for m in spec.metrics if m.guard and m.name in got))
+        for bench, (spec, got) in found.items()
+    ]  # fmt: skip
 
 
 def _item(label: str, r: VerdictRow) -> GuardItem:
     v = r.verdict
-    shift = r.absolute_shift if not r.relative else r.shift
+    # A memory metric's B - A in its unit (with its CI in it) where the engine gave one.
+    shift = (not r.relative and r.absolute_shift) or r.shift
     return GuardItem(
-        label=label, metric=v.metric, statistic=v.statistic, shift=shift or r.shift,
-        ci="" if not r.relative else r.ci, verdict=v.verdict, decided=r.decided,
+        label=label, metric=v.metric, statistic=v.statistic, shift=shift,
+        ci=r.ci if r.relative else "", verdict=v.verdict, decided=r.decided,
     )  # fmt: skip
 
 

@@ -91,7 +91,7 @@ def verdict_table(
         for note in _notes(r):
             lines += wrap(note, width, NOTE)
     for guard in guard_lines(rows):  # what the change cost, under the rows
-        lines += wrap(f"{guard.benchmark} {guard.text}", width, hang="    ")
+        lines += wrap(guard.line, width, hang="    ")
     legend = p_method_legend(list(rows))
     if legend:
         lines += wrap(f"p: {legend}", width, hang="   ")

@@ -124,13 +124,14 @@ def _validate_variant(req: SweepRequest) -> None:
         offer = "; ".join(f"{b.name}: {', '.join(b.sweepable)}" for b in sweepable)
         raise SubmissionError("parameter", f"{name} does not sweep {req.parameter[:64]!r}; "
                               f"sweepable: {offer}")  # fmt: skip
-    low, high = presets.REVIEWED[req.parameter]
-    for value in req.values:
-        if not value.isdigit() or not low <= int(value) <= high:
-            raise SubmissionError(
-                "values", f"{req.parameter}={value}: not a whole number in [{low}, {high}]"
-            )
-    points = [registry.variant_of(name, req.parameter, int(v)).name for v in req.values]
+    points = []
+    for value in req.values:  # presets.variant holds each to REVIEWED's bounds
+        try:
+            if not value.isdigit():  # int() would take "+4" and " 4", and the bounds say why
+                raise ValueError(presets.bounds_error(req.parameter, value))
+            points.append(registry.variant_of(name, req.parameter, int(value)).name)
+        except ValueError as exc:
+            raise SubmissionError("values", str(exc)) from None
     if len(set(points)) != len(points):
         raise SubmissionError("values", "two values are the same variant")
 

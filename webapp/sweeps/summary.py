@@ -143,12 +143,12 @@ def _point_rows(sweep: Sweep, alpha_of: dict[int, float]) -> list[PointRow]:
         bench = point_benchmark(sweep, c)
         a, b, metric, statistic, _, _ = _runs(c, bench)
         row = _final_row(c, bench, metric, statistic) if statistic else None
-        raw.append((p, c, a, b, row, statistic))
+        raw.append((p, c, bench, a, b, row, statistic))
     # Holm over the points whose primary has a p value (a failed point has none).
     ps = {i: row.p_value for i, (*_, row, _) in enumerate(raw) if row and row.p_value is not None}
     adjusted = dict(zip(ps, holm(list(ps.values())), strict=True)) if ps else {}
     rows = []
-    for i, (p, c, a, b, row, statistic) in enumerate(raw):
+    for i, (p, c, bench, a, b, row, statistic) in enumerate(raw):
         p_holm = float(adjusted[i]) if i in adjusted else None
         verdict, note = "", ""
         if c.state == ComparisonState.DONE and row is not None:
@@ -167,7 +167,7 @@ def _point_rows(sweep: Sweep, alpha_of: dict[int, float]) -> list[PointRow]:
             ci_high_pct=row.ci_high_pct if row else None,
             p_value=row.p_value if row else None, p_holm=p_holm,
             runs_a=tuple(float(v) for v in a), runs_b=tuple(float(v) for v in b),
-            statistic=statistic, note=note, benchmark=point_benchmark(sweep, c),
+            statistic=statistic, note=note, benchmark=bench,
         ))  # fmt: skip
     return rows
 

@@ -254,9 +254,7 @@ def _maybe_sweep(push: Push, policy: WatchPolicy, target: Target) -> str:
     adds, "; sweep #N", or why it was refused (the comparisons stand: a sweep is extra)."""
     if not policy.sweep_axis:
         return ""
-    tested = Push.objects.filter(tree=push.tree, branch=push.branch, anchor=False,
-                                 state=Push.State.TESTED).count() + 1  # fmt: skip
-    if tested % policy.sweep_every:
+    if (_tested(push).count() + 1) % policy.sweep_every:  # this one is decided after
         return ""
     # A variant axis varies one benchmark's parameter: the policy's first benchmark.
     variant = policy.sweep_axis == Sweep.Axis.VARIANT
@@ -280,30 +278,29 @@ def _cancel_superseded(push: Push) -> None:
     """Cancel the still-queued comparisons of the branch's older pushes, and their sweeps
     none of whose points has started: their heads are superseded by this one."""
     why = f"superseded by push {push.pk} ({push.after[:12]})"
-    older = Comparison.objects.filter(
-        pushes__tree=push.tree, pushes__branch=push.branch, pushes__anchor=False,
-        pushes__pk__lt=push.pk, state=ComparisonState.QUEUED,
-    ).distinct()  # fmt: skip
-    for c in older:
+    older = Q(pushes__tree=push.tree, pushes__branch=push.branch, pushes__anchor=False,
+              pushes__pk__lt=push.pk)  # fmt: skip
+    for c in Comparison.objects.filter(older, state=ComparisonState.QUEUED).distinct():
         if orchestrator.cancel(c.pk, why):
             log.info("comparison superseded", comparison=c.pk, push=push.pk)
-    older_sweeps = Sweep.objects.filter(
-        pushes__tree=push.tree, pushes__branch=push.branch, pushes__anchor=False,
-        pushes__pk__lt=push.pk, finished_at__isnull=True,
-    ).distinct()  # fmt: skip
-    for sweep in older_sweeps:
+    for sweep in Sweep.objects.filter(older, finished_at__isnull=True).distinct():
         if not sweep.points.exclude(comparison__state=ComparisonState.QUEUED).exists():
             sweeps.cancel(sweep, by="watch", how=f"as {why}")
+
+
+def _tested(push: Push) -> QuerySet[Push]:
+    """The tested heads of `push`'s branch (not anchors): what `sweep_every` and
+    `anchor_every` count."""
+    return Push.objects.filter(
+        tree=push.tree, branch=push.branch, anchor=False, state=Push.State.TESTED
+    )
 
 
 def _maybe_anchor(push: Push, policy: WatchPolicy) -> Push | None:
     """Every `anchor_every`-th tested head of the branch is also compared with the anchor."""
     if not policy.anchor_ref or not policy.anchor_every:
         return None
-    tested = Push.objects.filter(
-        tree=push.tree, branch=push.branch, anchor=False, state=Push.State.TESTED
-    )
-    if tested.count() % policy.anchor_every:
+    if _tested(push).count() % policy.anchor_every:
         return None
     return request_anchor(push, policy)
 
