@@ -80,6 +80,13 @@ class WatchPolicy(models.Model):
         default=1, validators=[MinValueValidator(1)],
         help_text="Sweep every this many tested heads of a branch (1: each one).",
     )  # fmt: skip
+    # Which commit of a push's range did it (docs/bisection.md): started when a tested
+    # head's comparison ends with a primary regression that the bisection gate lets through.
+    bisect_regressions = models.BooleanField(
+        default=False,
+        help_text="Bisect the range of a tested head whose comparison ends with a primary "
+        "regression (not anchors; the gate may refuse it, and the push says why).",
+    )  # fmt: skip
 
     class Meta:
         verbose_name_plural = "watch policies"

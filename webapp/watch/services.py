@@ -21,10 +21,15 @@ from fnmatch import fnmatchcase
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Value
+from django.db.models.functions import Concat
 from django.utils import timezone
 
+from stats.verdicts import REGRESSION
 from webapp import dispatch, logs
+from webapp.analysis.models import MetricVerdict
+from webapp.bisections import services as bisections
+from webapp.bisections.models import Bisection
 from webapp.comparisons import orchestrator
 from webapp.comparisons.models import Comparison, ComparisonState, Target
 from webapp.comparisons.submission import ComparisonRequest, SubmissionError, submit_comparison
@@ -369,6 +374,50 @@ def poll_tree(policy: WatchPolicy) -> int:
         if receive_push(policy.tree, event).push is not None:
             fed += 1
     return fed
+
+
+def on_comparison_done(comparison_id: int) -> Bisection | None:
+    """Bisect a tested head's regression where its tree's policy asks (bisect_regressions):
+    when the head's comparison (not an anchor's) ended with a primary regression, its first
+    such statistic, once. What was started, or why nothing was (the gate, a range without
+    commits), is added to the push's reason and logged. Returns the bisection started (or
+    joined), None otherwise. Idempotent: a second call adds nothing."""
+    push = (
+        Push.objects.filter(comparisons=comparison_id, anchor=False, state=Push.State.TESTED)
+        .select_related("tree")
+        .first()
+    )
+    policy = policy_of(push.tree) if push is not None else None
+    if push is None or policy is None or not policy.enabled or not policy.bisect_regressions:
+        return None
+    row = (
+        MetricVerdict.objects.filter(comparison_id=comparison_id, is_primary=True,
+                                     verdict=REGRESSION)
+        .order_by("benchmark", "metric", "statistic")
+        .first()
+    )  # fmt: skip
+    if row is None:
+        return None
+    earlier = Bisection.objects.filter(comparison_id=comparison_id,
+                                       trigger=Bisection.Trigger.WATCH).first()  # fmt: skip
+    if earlier is not None:  # started by an earlier call: never a second one once it ended
+        return earlier
+    started: Bisection | None = None
+    try:
+        started, _ = bisections.start(
+            comparison_id, statistic=(row.benchmark, row.metric, row.statistic),
+            trigger=Bisection.Trigger.WATCH,
+        )  # fmt: skip
+        note = f"bisection #{started.pk} of comparison #{comparison_id}"
+    except bisections.BisectionRefused as exc:
+        note = f"comparison #{comparison_id} not bisected: {exc}"
+    # The push's row, not this call, says whether it was done: the task may run twice.
+    if Push.objects.filter(pk=push.pk, reason__contains=note).exists():
+        return started
+    Push.objects.filter(pk=push.pk).update(reason=Concat(F("reason"), Value(f"; {note}")))
+    log.info("push bisection", push=push.pk, tree=push.tree.name, comparison=comparison_id,
+             bisection=started.pk if started else None, reason=note)  # fmt: skip
+    return started
 
 
 def check_finished_heads() -> int:

@@ -19,6 +19,7 @@ from webapp.routing import (
     SEND_ALERT,
 )
 from webapp.sweeps import services as sweeps
+from webapp.watch import services as watch
 from workers.celery_app import CONTROL_TIME_LIMIT, SOFT_MARGIN, app
 
 # Database work and one SMTP transaction (EMAIL_TIMEOUT per socket operation).
@@ -29,7 +30,8 @@ _SOFT = CONTROL_TIME_LIMIT - SOFT_MARGIN
 def notify_comparison_task(comparison_id: int) -> int:
     # Sent once when a comparison ends: its mail, and the next step of any bisection it is
     # a step of (a step's comparison is never mailed itself), whatever the mail did (the
-    # periodic kick would advance the bisection later anyway), and its Regression to triage.
+    # periodic kick would advance the bisection later anyway), its Regression to triage, and
+    # a watched head's bisection where the tree's policy asks for one.
     try:
         return len(services.notify_comparison(comparison_id))
     finally:
@@ -37,8 +39,11 @@ def notify_comparison_task(comparison_id: int) -> int:
             regressions.open_for_comparison(comparison_id)
             inbound.answer_ended(comparison_id)  # to a mail command that started it
         finally:
-            bisections.on_comparison_done(comparison_id)
-            sweeps.on_comparison_done(comparison_id)  # the sweep's verdict, at its last point
+            try:
+                bisections.on_comparison_done(comparison_id)
+                sweeps.on_comparison_done(comparison_id)  # the sweep's verdict, at its last point
+            finally:
+                watch.on_comparison_done(comparison_id)  # a tested head's regression bisected
 
 
 @app.task(name=NOTIFY_CHANGE_POINT, time_limit=CONTROL_TIME_LIMIT, soft_time_limit=_SOFT)

@@ -59,6 +59,10 @@ def test_the_tree_page_shows_its_policy_refs_under_test_and_comparisons(client, 
     assert f'<tr id="comparison-{c.pk}"' in html
     assert 'id="history-link"' in html
     assert 'id="deliveries-link"' not in html  # for its admins only
+    assert '<td id="policy-bisect">by hand (the report\'s Bisect button)</td>' in html
+    WatchPolicy.objects.filter(tree__name="rcu").update(bisect_regressions=True)
+    html = client.get(reverse("reports:tree", args=["rcu"])).content.decode()
+    assert '<td id="policy-bisect">a tested head\'s primary regression is bisected' in html
 
 
 def test_the_pushes_table_has_a_verdict_column_and_says_github_as_github_does(client, watched):
