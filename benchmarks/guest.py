@@ -4,6 +4,8 @@
     RCUBENCH-BEGIN v1 bench=<name>
     RCUBENCH-RECORD <metric> <value> [<value> ...]
     RCUBENCH-END v1 bench=<name> status=ok records=<n>
+Init adds three records of its own to every guest program's frame (WINDOW): the guest's
+system time, context switches and RCU softirqs over the program's run, from /proc/stat.
 A frame without its END line, with a record count that does not match, with status other
 than ok, or with a value that is not a finite number is a ParseError: never partial data.
 """
@@ -12,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from benchmarks.spec import ParseError
+from benchmarks.spec import Better, Kind, Metric, Parsed, ParseError
 
 VERSION = "v1"
 # Serial consoles may put kernel messages or "\r" on the same line as guest output.
@@ -24,6 +26,17 @@ _END = re.compile(
     r"records=(?P<records>\d+)(?: reason=(?P<reason>\S+))?"
 )
 _STDERR = re.compile(r"RCUBENCH-STDERR (?P<line>.*)$")
+
+
+# What a change cost the whole guest over the program's run (issue 37): init reads
+# /proc/stat before and after it (vm-images/init). Guards of every benchmark with a guest
+# program that returns; the in-kernel rcuscale benchmarks have no such window (the kernel
+# powers off as it prints its results). System time comes in USER_HZ ticks: 10 ms steps.
+WINDOW = (
+    Metric("window_system_ms", "ms", Better.LOWER, Kind.VALUE, guard="guest system time"),
+    Metric("window_ctxt", "switches", Better.LOWER, Kind.VALUE, guard="context switches"),
+    Metric("window_rcu_softirqs", "softirqs", Better.LOWER, Kind.VALUE, guard="RCU softirqs"),
+)
 
 
 @dataclass(frozen=True)
@@ -89,3 +102,18 @@ def _shown(text: str, limit: int = 200) -> str:
     """Console text quoted in a reason: a line can be megabytes long."""
     text = text.strip()
     return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def window(frame: Frame) -> Parsed:
+    """The frame's WINDOW metrics, one value each: an init older than them, or a count that
+    went backwards (a garbled line, or two boots on one console), is refused."""
+    got: Parsed = {}
+    for m in WINDOW:
+        values = frame.records.get(m.name)
+        if values is None or len(values) != 1:
+            raise ParseError(f"{frame.bench}: init printed {0 if values is None else len(values)} "
+                             f"{m.name} records, not 1 (an older initramfs?)")  # fmt: skip
+        if values[0] < 0:
+            raise ParseError(f"{frame.bench}: {m.name} went backwards ({values[0]:g})")
+        got[m.name] = values
+    return got

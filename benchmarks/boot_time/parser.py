@@ -4,7 +4,7 @@ from the trace."""
 
 import re
 
-from benchmarks.guest import parse_frame
+from benchmarks.guest import parse_frame, window
 from benchmarks.spec import Parsed, ParseError, RunContext
 
 _RUN_INIT = re.compile(r"\[\s*(?P<t>\d+\.\d+)\] Run /init as init process")
@@ -43,6 +43,7 @@ def parse(console: str, ctx: RunContext) -> Parsed:
         # "Run /init" came before RCU's boot end.
         "exp_gps_to_boot_end": (_ended_by(frame.records.get("exp_gp_end_s", ()), boot_end),),
         "gps_to_boot_end": (_ended_by(frame.records.get("gp_end_s", ()), boot_end),),
+        **window(frame),
     }
 
 

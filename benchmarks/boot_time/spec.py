@@ -14,6 +14,7 @@ settings as in effect.
 """
 
 from benchmarks import rcutrace
+from benchmarks.guest import WINDOW
 from benchmarks.spec import RCUSCALE_IDLE, BenchmarkSpec, Better, Kind, Metric
 
 # The tracing core (rcutrace.KCONFIG) is in every kernel that runs an rcuscale benchmark;
@@ -46,5 +47,6 @@ SPEC = BenchmarkSpec(
             guard="expedited GPs to boot end",
         ),
         Metric("gps_to_boot_end", "GPs", Better.LOWER, Kind.VALUE, guard="normal GPs to boot end"),
+        *WINDOW,
     ),
 )

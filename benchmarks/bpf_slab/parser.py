@@ -1,7 +1,8 @@
-"""bpf-slab's framed records: one value per delay step, the steps the spec asked for."""
+"""bpf-slab's framed records: one value per delay step, the steps the spec asked for; and
+init's window guards (benchmarks/guest.py WINDOW)."""
 
 from benchmarks.bpf_slab.spec import DELAYS_MS
-from benchmarks.guest import parse_frame
+from benchmarks.guest import parse_frame, window
 from benchmarks.spec import Parsed, ParseError, RunContext
 
 _SERIES = ("slab_kb_mean", "slab_kb_peak", "update_rate", "socket_rate")
@@ -24,4 +25,4 @@ def parse(console: str, ctx: RunContext | None = None) -> Parsed:
         parsed[f"slab_kb_peak_d{d}"] = (frame.records["slab_kb_peak"][i],)
         parsed[f"slab_kb_mean_d{d}"] = (frame.records["slab_kb_mean"][i],)
         parsed[f"update_rate_d{d}"] = (frame.records["update_rate"][i],)
-    return parsed
+    return parsed | window(frame)

@@ -7,6 +7,7 @@ of STEP_MS each, sampling /proc/slabinfo every 100 ms; `slab_nomerge` keeps
 sock_inode_cache from being merged into another cache's line.
 """
 
+from benchmarks.guest import WINDOW
 from benchmarks.spec import (
     RCUSCALE_IDLE,
     BenchmarkSpec,
@@ -60,6 +61,7 @@ SPEC = BenchmarkSpec(
             for d in DELAYS_MS
         ),
         *(Metric(f"update_rate_d{d}", "1/s", Better.HIGHER, Kind.VALUE) for d in DELAYS_MS),
+        *WINDOW,
     ),
     figures=(
         FigureSpec(

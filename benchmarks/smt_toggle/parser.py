@@ -1,6 +1,7 @@
-"""smt-toggle's framed records: off_ms and on_ms, one value per cycle, equally many."""
+"""smt-toggle's framed records: off_ms and on_ms, one value per cycle, equally many; and
+init's window guards (benchmarks/guest.py WINDOW)."""
 
-from benchmarks.guest import parse_frame
+from benchmarks.guest import parse_frame, window
 from benchmarks.spec import Parsed, ParseError, RunContext
 
 
@@ -11,4 +12,4 @@ def parse(console: str, ctx: RunContext | None = None) -> Parsed:
         raise ParseError(f"smt-toggle: {len(off)} off and {len(on)} on samples")
     if min(off + on) < 0:
         raise ParseError("smt-toggle: a negative duration")
-    return {"off_ms": off, "on_ms": on}
+    return {"off_ms": off, "on_ms": on, **window(frame)}

@@ -83,6 +83,23 @@ def test_a_record_line_of_repeated_markers_is_refused_in_linear_time(name):
     assert time.monotonic() - started < 5.0  # 0.15 s measured for this 1.8 MB line
 
 
+@pytest.mark.parametrize("name", FRAMED)
+def test_inits_window_guards_are_read_and_an_older_init_or_a_count_going_back_refused(name):
+    """vm-images/init's /proc/stat window (benchmarks/guest.py WINDOW) in every frame of a
+    guest program that returns: one value each, never negative."""
+    console = _console(name)
+    got = get(name).measure(console, CTX)
+    for metric in ("window_system_ms", "window_ctxt", "window_rcu_softirqs"):
+        (value,) = got[metric]
+        assert value >= 0
+    assert got["window_ctxt"][0] > 0  # a program that ran at all switched context
+    older = console.replace("RCUBENCH-RECORD window_ctxt ", "RCUBENCH-RECORD window_other ")
+    _refused(name, older, "init printed 0 window_ctxt records, not 1")
+    back = re.sub(r"RCUBENCH-RECORD window_rcu_softirqs \d+", "RCUBENCH-RECORD "
+                  "window_rcu_softirqs -3", console)  # fmt: skip
+    _refused(name, back, r"window_rcu_softirqs went backwards \(-3\)")
+
+
 def test_bpf_slab_delay_steps_are_compared_as_numbers():
     console = re.sub(r"RCUBENCH-RECORD delay_ms 0 ", "RCUBENCH-RECORD delay_ms 0.5 ",
                      _console("bpf-slab"))  # fmt: skip

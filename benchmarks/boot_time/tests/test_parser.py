@@ -50,7 +50,7 @@ def test_without_the_trace_record_it_is_an_error():
 
 
 def test_only_ends_stamped_by_run_init_count_before_the_boot_end():
-    """The real boot has grace periods on both sides of RCU's boot end (23 of 59 normal
+    """The real boot has grace periods on both sides of RCU's boot end (26 of 69 normal
     ones before it on x86_64); moving the boot end (the "Run /init" stamp) before the first
     end counts none."""
     got = parse(CONSOLE, CTX)

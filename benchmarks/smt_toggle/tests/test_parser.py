@@ -18,7 +18,7 @@ def test_a_console_cut_before_the_end_line_is_an_error():
 
 def test_a_lost_record_line_is_an_error():
     lost = "\n".join(ln for ln in CONSOLE.splitlines() if "RCUBENCH-RECORD on_ms" not in ln)
-    with pytest.raises(ParseError, match="END says 2 records, the console has 1"):
+    with pytest.raises(ParseError, match="END says 5 records, the console has 4"):
         parse(lost)
 
 
