@@ -21,9 +21,9 @@ from benchmarks.spec import RCUSCALE_IDLE, BenchmarkSpec, Better, Kind, Metric
 # boot-time asks for it too, so a comparison of boot-time alone traces as well.
 # Only the two events whose "end" closes a grace period, on the printk clock: trace_clock=
 # global reads sched_clock_cpu(), the clock local_clock() and so printk stamp with (kept
-# monotonic across CPUs), so the parser may compare the two. A boot
-# writes about 10 events a grace period; the default buffer (1.4 MB a CPU) holds tens of
-# thousands, and the parser refuses a buffer that wrapped.
+# monotonic across CPUs), so the parser may compare the two. A boot writes about 10 events
+# a grace period; the default buffer (1.4 MB a CPU) holds tens of thousands, and the
+# parser refuses a buffer that wrapped.
 TRACE_CMDLINE = "trace_event=rcu:rcu_grace_period,rcu:rcu_exp_grace_period trace_clock=global"
 
 SPEC = BenchmarkSpec(
