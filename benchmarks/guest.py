@@ -30,13 +30,21 @@ _STDERR = re.compile(r"RCUBENCH-STDERR (?P<line>.*)$")
 
 # What a change cost the whole guest over the program's run (issue 37): init reads
 # /proc/stat before and after it (vm-images/init). Guards of every benchmark with a guest
-# program that returns; the in-kernel rcuscale benchmarks have no such window (the kernel
-# powers off as it prints its results). System time comes in USER_HZ ticks: 10 ms steps.
+# program that returns, and of the in-kernel rcuscale ones over RCUSCALE_WINDOW's window.
+# System time comes in USER_HZ ticks: 10 ms steps.
 WINDOW = (
     Metric("window_system_ms", "ms", Better.LOWER, Kind.VALUE, guard="guest system time"),
     Metric("window_ctxt", "switches", Better.LOWER, Kind.VALUE, guard="context switches"),
     Metric("window_rcu_softirqs", "softirqs", Better.LOWER, Kind.VALUE, guard="RCU softirqs"),
 )
+# The in-kernel rcuscale benchmarks' window: from boot (the calls may begin as init does)
+# to the last writer's "has N measurements" line, when init reads it and frames it on the
+# kernel log as RCUSCALE_FRAME (vm-images/init). Beside WINDOW, the grace-period kthread's
+# run time (rcu_sched, or rcu_preempt), from its /proc/<pid>/schedstat in ns: what
+# rcuscale itself prints for the RCU Tasks flavours only (docs/benchmarks.md, "Guards").
+RCUSCALE_FRAME = "rcuscale-window"
+GP_KTHREAD = Metric("gp_kthread_ms", "ms", Better.LOWER, Kind.VALUE, guard="GP kthread CPU time")
+RCUSCALE_WINDOW = (GP_KTHREAD, *WINDOW)
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,17 @@ def parse_frame(console: str, bench: str) -> Frame:
     records: dict[str, list[float]] = {}
     count = 0
     stderr: list[str] = []
+    other = None  # another frame inside this one (init's rcuscale window), skipped whole
     for line in lines[begin + 1 :]:
+        if other is not None:
+            if (m := _END.search(line)) and m.group("bench") == other:
+                other = None
+            continue
+        if (m := _BEGIN.search(line)) and m.group("bench") != bench:
+            other = m.group("bench")
+            continue
+        if (m := _END.search(line)) and m.group("bench") != bench:
+            continue  # an END without its BEGIN: not this frame's
         if m := _END.search(line):
             if m.group("v") != VERSION:
                 raise ParseError(f"frame version {_shown(m.group('v'))}, expected {VERSION}")
@@ -117,3 +135,23 @@ def window(frame: Frame) -> Parsed:
             raise ParseError(f"{frame.bench}: {m.name} went backwards ({values[0]:g})")
         got[m.name] = values
     return got
+
+
+def rcuscale_window(console: str) -> Parsed:
+    """RCUSCALE_WINDOW's metrics from init's frame on the kernel log: a console without it
+    (an older initramfs, or the kernel powered off before init wrote it) is refused, as is
+    one that says why init could not read the window."""
+    if not re.search(rf"RCUBENCH-BEGIN \S+ bench={RCUSCALE_FRAME}\b", console):
+        raise ParseError("rcuscale's window: init printed no frame of it (an initramfs older "
+                         "than it, or the kernel powered off first)")  # fmt: skip
+    try:
+        frame = parse_frame(console, RCUSCALE_FRAME)
+    except ParseError as e:
+        raise ParseError(f"rcuscale's window: {e}") from None
+    values = frame.records.get(GP_KTHREAD.name)
+    if values is None or len(values) != 1:
+        raise ParseError(f"rcuscale's window: init printed {0 if values is None else len(values)} "
+                         f"{GP_KTHREAD.name} records, not 1")  # fmt: skip
+    if values[0] < 0:
+        raise ParseError(f"rcuscale's window: {GP_KTHREAD.name} went backwards ({values[0]:g})")
+    return {GP_KTHREAD.name: values, **window(frame)}

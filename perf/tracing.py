@@ -3,7 +3,8 @@
 config   A/A of the kernel config: the default tree's benchmark kernel as the workers
          built it before issue 34 (A) against the same with the tracing Kconfig, as they
          build it now (B: benchmarks.rcutrace.KCONFIG, no event enabled), --runs per side
-         in ABBA order, untraced. Per benchmark:
+         in ABBA order, untraced; or, with --without LINE..., A without those lines
+         (CONFIG_SCHEDSTATS=y: the grace-period kthread's CPU time, issue 37). Per benchmark:
          the primary's run-level Hodges-Lehmann shift with its 95% CI, the Brunner-Munzel
          p, and side A's noise floor (IQR / median of its run values).
 phases   traced runs (benchmarks.rcutrace.CMDLINE) of the tracing kernel (A) against the
@@ -15,10 +16,12 @@ phases   traced runs (benchmarks.rcutrace.CMDLINE) of the tracing kernel (A) aga
          time K traced runs a side add to a 24 + 24 comparison's runs.
 Run on an otherwise idle machine (a build or `make test` beside it skews every number):
     .venv/bin/python perf/tracing.py config [--runs 24] [--bench sync-rcu-latency boot-time]
+                                            [--without CONFIG_SCHEDSTATS=y]
     .venv/bin/python perf/tracing.py phases [--runs 8] [--aa] [--arch x86_64]
 """
 
 import argparse
+import re
 import statistics
 import sys
 import tempfile
@@ -46,6 +49,7 @@ from stats.methods import brunner_munzel, hodges_lehmann
 from stats.phases import compare, share
 
 DEMO = ROOT / "demo" / "0001-rcu-fqs-one-more-jiffy-demo.mbox"
+_DURATION = re.compile(r"rcu-scale:\s+0 writer-duration:\s+\d+ (\d+)\s*$", re.M)
 
 
 def abba(n: int) -> list[str]:
@@ -53,10 +57,13 @@ def abba(n: int) -> list[str]:
     return [("A", "B", "B", "A")[i % 4] for i in range(2 * n)]
 
 
-def build(arch: str, tracing: bool, mbox: Path | None = None) -> BuildOutcome:
+def build(
+    arch: str, tracing: bool, mbox: Path | None = None, without: tuple[str, ...] = ()
+) -> BuildOutcome:
     """The benchmark kernel as the workers build it (every build carries the tracing
-    Kconfig since issue 34), or, tracing=False, as they built it before: without it."""
-    fragments = kconfig_for(BENCHMARKS)
+    Kconfig since issue 34), or, tracing=False, as they built it before: without it; and
+    without the `without` lines."""
+    fragments = tuple(line for line in kconfig_for(BENCHMARKS) if line not in without)
     if not tracing:
         fragments = tuple(line for line in fragments if line not in rcutrace.KCONFIG)
     req = request(arch, fragments)
@@ -78,6 +85,13 @@ def boot(arch: str, kernel: Path, cmdline: str, tmp: Path, i: int) -> RunOutcome
 
 
 def primary(name: str, out: RunOutcome) -> float:
+    if name == "sync-rcu-latency":
+        # The writer's durations alone: a kernel --without CONFIG_SCHEDSTATS=y has no
+        # rcuscale window, which the benchmark's parser refuses (benchmarks/guest.py).
+        durations = [int(m.group(1)) / 1e6 for m in _DURATION.finditer(out.console)]
+        if len(durations) < 100:
+            raise SystemExit(f"{len(durations)} writer-duration lines: {out.reason}")
+        return statistics.median(durations)
     bench = get(name)
     metric = bench.spec.primary
     samples = bench.parse(out.console, RunContext(out.wall_seconds, out.ready_seconds))[metric.name]
@@ -85,7 +99,11 @@ def primary(name: str, out: RunOutcome) -> float:
 
 
 def config(args: argparse.Namespace) -> None:
-    kernels = {"A": build(args.arch, False).image, "B": build(args.arch, True).image}
+    if args.without and not set(args.without) <= set(kconfig_for(BENCHMARKS)):
+        raise SystemExit(f"--without {' '.join(args.without)}: not all in the benchmarks' Kconfig")
+    without = tuple(args.without)
+    side_a = build(args.arch, True, without=without) if without else build(args.arch, False)
+    kernels = {"A": side_a.image, "B": build(args.arch, True).image}
     for name in args.bench:
         values: dict[str, list[float]] = {"A": [], "B": []}
         with tempfile.TemporaryDirectory(prefix="rcubench-trace-", dir="/var/tmp") as tmp:
@@ -169,6 +187,13 @@ def main() -> int:
     c.add_argument("--runs", type=int, default=24)
     c.add_argument("--bench", nargs="+", default=["sync-rcu-latency", "boot-time"])
     c.add_argument("--arch", default="x86_64")
+    c.add_argument(
+        "--without",
+        nargs="+",
+        default=[],
+        metavar="LINE",
+        help="side A: the kernel without these Kconfig lines (default: tracing's)",
+    )
     p = sub.add_parser("phases")
     p.add_argument("--runs", type=int, default=8)
     p.add_argument("--untraced", type=int, default=8)

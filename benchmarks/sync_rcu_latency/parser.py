@@ -9,10 +9,14 @@ Every writer must have exactly `gps` contiguous writer-duration lines: a console
 mid-way is an error, never a shorter sample. rcuscale's own "!!!" complaints (all grace
 periods expedited, none normal to measure) are errors too. So is any number out of the range
 rcuscale can print, checked before anything is sized by it: the console is the kernel's.
+Beside them, for normal grace periods, init's frame of the window from boot to the calls'
+end (benchmarks/guest.py rcuscale_window): the grace-period kthread's CPU time and the
+guest's, refused if missing.
 """
 
 import re
 
+from benchmarks.guest import rcuscale_window
 from benchmarks.spec import Parsed, ParseError, RunContext
 
 _TS = r"^(?:\[\s*\d+\.\d+\]\s*)?"
@@ -83,7 +87,10 @@ def parse(console: str, ctx: RunContext | None = None) -> Parsed:
     if not summary_counts["batches"]:
         raise ParseError("rcuscale's summary counts 0 grace periods (batches) for "
                          f"{summary_counts['gps']} calls: its sequence did not move")  # fmt: skip
+    # init's window, for normal grace periods only (spec.py _METRICS)
+    window = rcuscale_window(console) if settings.get("gp_exp") != "1" else {}
     return {
+        **window,
         "writer_duration": tuple(durations),
         "test_duration": (duration / 1e6,),
         # rcuscale's names: "gps" is every writer's calls summed, "batches" the grace
@@ -91,7 +98,7 @@ def parse(console: str, ctx: RunContext | None = None) -> Parsed:
         "gps": (float(summary_counts["gps"]),),
         "batches": (float(summary_counts["batches"]),),
         # Calls per grace period: ~1 for one writer back to back, more where concurrent
-        # requests share a grace period (16 writers: 1,629 calls in 205).
+        # requests share a grace period (16 writers: 1,651 calls in 211).
         "updates_per_gp": (summary_counts["gps"] / summary_counts["batches"],),
     }
 

@@ -48,9 +48,9 @@ def parse(console: str, ctx: RunContext | None = None) -> Parsed:
     if threads != EXP_THREADS:
         raise ParseError(f"the load ran {threads} threads, the spec asks for {EXP_THREADS}")
     loaded_at = count(running[0].group("t"), "load start (ns)", NS_MAX)
-    measured = sync_rcu.parse(console, ctx)  # the writer's lines, as sync-rcu-latency reads them
     summary = SUMMARY.search(console)
-    if summary is None:  # sync_rcu.parse refuses such a console; this is for the type checker
+    if summary is None:
+        sync_rcu.parse(console, ctx)  # refuses it, with sync-rcu-latency's reason
         raise ParseError("no rcuscale summary line")
     start = count(summary.group("start"), "writer start (ns)", NS_MAX)
     if loaded_at >= start:
@@ -68,4 +68,7 @@ def parse(console: str, ctx: RunContext | None = None) -> Parsed:
         rates.append(float(m.group("rate")))
     if not rates:
         raise ParseError("no 'rcubench-exp-load: rate' line after the load started")
+    # The writer's lines as sync-rcu-latency reads them, and init's rcuscale window: after
+    # the load's own checks, which say first why a run measured no loaded grace periods.
+    measured = sync_rcu.parse(console, ctx)
     return {**measured, "exp_load_rate": (rates[-1],)}

@@ -34,7 +34,7 @@ REPORT_MS = 1000  # devkmsg allows a writer 10 lines per 5 s
 # ppc64le): 3 s leaves 1.6 s or more, so its first rate line precedes the writer too.
 HOLDOFF_S = 3
 # The writer measures normal grace periods, which end on a tick as in sync-rcu-latency, so
-# writer_duration comes in jiffies (fixtures: 38-56% of GPs within 0.1 ms of a whole jiffy,
+# writer_duration comes in jiffies (fixtures: 35-56% of GPs within 0.1 ms of a whole jiffy,
 # against 20% for a quantity with no such structure; the load spreads them over more
 # counts). Its tail share stays a secondary: the co-primary is sync-rcu-latency's.
 WRITER_DURATION = dataclasses.replace(SYNC_RCU.primary, tail_share_primary=False)

@@ -120,3 +120,33 @@ def test_a_parser_output_that_breaks_the_spec_is_a_parse_error():
     two: Parsed = {m.name: (1.0, 2.0) for m in boot.spec.metrics}
     with pytest.raises(ParseError, match="2 values for kernel_to_init_ms"):
         Benchmark(boot.spec, lambda c, x: two).measure("", CTX)
+
+
+# The in-kernel rcuscale benchmarks: init's window of the calls, framed on the kernel log.
+RCUSCALE = sorted(
+    n for n in BENCHMARKS if any(m.name == "gp_kthread_ms" for m in get(n).spec.metrics)
+)
+_WINDOW_END = "RCUBENCH-END v1 bench=rcuscale-window status=ok records=4"
+
+
+@pytest.mark.parametrize("name", RCUSCALE)
+def test_rcuscale_window_is_read_and_a_console_without_it_or_a_failed_one_refused(name):
+    """vm-images/init's rcuscale window (benchmarks/guest.py RCUSCALE_WINDOW): the
+    grace-period kthread ran during the calls, and the kernel printed the frame before it
+    powered off; an older initramfs's console, or init's own refusal, fails the run."""
+    console = _console(name)
+    got = get(name).measure(console, CTX)
+    assert got["gp_kthread_ms"][0] > 0
+    assert got["window_ctxt"][0] > 0
+    assert got["window_rcu_softirqs"][0] > 0
+    assert console.index(_WINDOW_END) < console.index("reboot: Power down")
+    older = re.sub(r".*bench=rcuscale-window.*\n", "", console)
+    _refused(name, older, r"rcuscale's window: init printed no frame of it \(an initramfs older")
+    failed = console.replace(_WINDOW_END, "RCUBENCH-END v1 bench=rcuscale-window "
+                             "status=error records=4 reason=no-schedstat")  # fmt: skip
+    _refused(
+        name, failed, r"rcuscale's window: rcuscale-window failed in the guest \(no-schedstat\)"
+    )
+    back = re.sub(r"RCUBENCH-RECORD gp_kthread_ms [0-9.]+", "RCUBENCH-RECORD gp_kthread_ms -1",
+                  console)  # fmt: skip
+    _refused(name, back, r"gp_kthread_ms went backwards \(-1\)")

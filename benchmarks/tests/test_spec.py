@@ -163,17 +163,19 @@ def test_metrics_in_jiffies_are_the_normal_grace_periods_the_captured_boots_show
     assert {n for n, ms in co.items() if ms} == {"sync-rcu-latency"}
     assert co["sync-rcu-latency"] == ["writer_duration"]
     # The normal presets' boots keep a jiffy structure (above the 0.2 of none), so their
-    # jiffy statistics are kept, as secondaries: one boot each measured x86_64 many-writers
-    # 0.50 and writer-holdoff 0.75 (below the base's 0.92), ppc64le many-writers 0.29 and
-    # writer-holdoff 0.83 (as its base's 0.84: one boot, too few to make it a co-primary).
+    # jiffy statistics are kept, as secondaries. One boot each, on two hosts: x86_64
+    # many-writers 0.50 and 0.43, writer-holdoff 0.75 and 0.77; ppc64le many-writers 0.29
+    # and 0.23, writer-holdoff 0.83 and 0.69. The bases: x86_64 0.92 and 0.77 (0.93 in the
+    # tracing-built boot of the second), ppc64le 0.84 and 0.78; exp-load 0.56 and 0.44
+    # (x86_64), 0.38 and 0.35 (ppc64le). The second host's boots spread more (STATS.md v3).
     for path in (root / "sync_rcu_latency/fixtures").glob("*-tcg--*writer*.expected.json"):
-        assert _within_a_tenth_of_a_jiffy(path) > 0.25, path.name
+        assert _within_a_tenth_of_a_jiffy(path) > 0.2, path.name
     for path in (root / "sync_rcu_latency/fixtures").glob("x86_64-*-tcg--*writer*.expected.json"):
         assert _within_a_tenth_of_a_jiffy(path) < 0.8, path.name
     for path in (root / "sync_rcu_latency/fixtures").glob("*-tcg.expected.json"):
-        assert _within_a_tenth_of_a_jiffy(path) > 0.8, path.name
+        assert _within_a_tenth_of_a_jiffy(path) > 0.7, path.name
     for path in (root / "sync_rcu_latency_exp_load/fixtures").glob("*-tcg.expected.json"):
-        assert _within_a_tenth_of_a_jiffy(path) > 0.35, path.name
+        assert _within_a_tenth_of_a_jiffy(path) > 0.3, path.name
     for path in (root / "sync_rcu_latency/fixtures").glob("*-exp.expected.json"):
         w = json.loads(path.read_text())["metrics"]["writer_duration"]
         assert np.median(w) < 0.5, path.name  # rounds to 0 jiffies: nothing to count

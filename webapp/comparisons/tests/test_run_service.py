@@ -39,7 +39,9 @@ def test_a_run_stores_every_metric_of_its_benchmark(comparison, settings):
     run = _run(comparison, "sync-rcu-latency")
     assert (run.state, run.result, run.error_code) == (State.DONE, "ok", ""), run.error_message
     got = {m.metric: m for m in run.measurements.all()}
-    assert set(got) == {"writer_duration", "test_duration", "gps", "batches", "updates_per_gp"}
+    window = {"gp_kthread_ms", "window_system_ms", "window_ctxt", "window_rcu_softirqs"}
+    counts = {"writer_duration", "test_duration", "gps", "batches", "updates_per_gp"}
+    assert set(got) == counts | window
     assert len(got["writer_duration"].samples) == got["gps"].samples[0]
     calls, gps = got["gps"].samples[0], got["batches"].samples[0]
     assert got["updates_per_gp"].samples == [calls / gps]

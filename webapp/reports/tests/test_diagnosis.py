@@ -137,20 +137,20 @@ def test_the_why_section_shows_what_the_traced_runs_found(client, diagnosed):
     # The patch's extra jiffy: the wait before the first scan, and so the grace period.
     label, unit, used, a, b, shift, ci, q, mark = _phase(section, "gp_first_fqs_wait")
     assert (label, unit, used, a, b, shift, mark) == (
-        "wait before the first FQS scan", "ms", "5/5", "3.998", "5.056", "+1.058", "flagged"
+        "wait before the first FQS scan", "ms", "5/5", "3.995", "4.992", "+0.997", "flagged"
     )  # fmt: skip
     bounds = re.fullmatch(r"\[(\S+), (\S+)\]", ci)
     assert bounds, ci
     low, high = (float(x) for x in bounds.groups())
-    assert 0 < low <= 1.058 <= high
+    assert 0 < low <= 0.997 <= high
     assert float(q) <= 0.05
     assert _phase(section, "gp_duration")[-1] == "flagged"
     assert 'data-phase="gp_init" data-flagged="false"' in section  # spread alike: no change
     # A share is shown in percent, its shift in percentage points.
     assert _phase(section, "holdout_kthread_cpu_share")[1:6] == ["%", "5/5", "14.0", "34.0",
                                                                  "+20.0"]  # fmt: skip
-    # (5.056 - 3.998) / (5.094 - 4.018): the wait is 98% of the grace period's change.
-    assert re.search(r"The wait before the first FQS scan accounts for 98% \[\d+%, \d+%\] of "
+    # (4.992 - 3.995) / (5.036 - 4.053): the wait is 101% of the grace period's change.
+    assert re.search(r"The wait before the first FQS scan accounts for 101% \[\d+%, \d+%\] of "
                      r"the change in median grace period duration", section)  # fmt: skip
     assert "the grace-period kthread's own CPU: A 14%, B 34%" in section
     assert ("A: writer_duration p50 traced 6.7595 ms against untraced 6.145 ms, +10.0% "
