@@ -122,11 +122,12 @@ def _shown(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else f"{text[:limit]}..."
 
 
-def window(frame: Frame) -> Parsed:
-    """The frame's WINDOW metrics, one value each: an init older than them, or a count that
-    went backwards (a garbled line, or two boots on one console), is refused."""
+def window(frame: Frame, metrics: tuple[Metric, ...] = WINDOW) -> Parsed:
+    """The frame's WINDOW metrics (or `metrics`), one value each: an init older than them,
+    or a count that went backwards (a garbled line, or two boots on one console), is
+    refused."""
     got: Parsed = {}
-    for m in WINDOW:
+    for m in metrics:
         values = frame.records.get(m.name)
         if values is None or len(values) != 1:
             raise ParseError(f"{frame.bench}: init printed {0 if values is None else len(values)} "
@@ -145,13 +146,6 @@ def rcuscale_window(console: str) -> Parsed:
         raise ParseError("rcuscale's window: init printed no frame of it (an initramfs older "
                          "than it, or the kernel powered off first)")  # fmt: skip
     try:
-        frame = parse_frame(console, RCUSCALE_FRAME)
+        return window(parse_frame(console, RCUSCALE_FRAME), RCUSCALE_WINDOW)
     except ParseError as e:
         raise ParseError(f"rcuscale's window: {e}") from None
-    values = frame.records.get(GP_KTHREAD.name)
-    if values is None or len(values) != 1:
-        raise ParseError(f"rcuscale's window: init printed {0 if values is None else len(values)} "
-                         f"{GP_KTHREAD.name} records, not 1")  # fmt: skip
-    if values[0] < 0:
-        raise ParseError(f"rcuscale's window: {GP_KTHREAD.name} went backwards ({values[0]:g})")
-    return {GP_KTHREAD.name: values, **window(frame)}
