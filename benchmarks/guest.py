@@ -70,16 +70,17 @@ def parse_frame(console: str, bench: str) -> Frame:
     stderr: list[str] = []
     other = None  # another frame inside this one (init's rcuscale window), skipped whole
     for line in lines[begin + 1 :]:
+        end = _END.search(line)
         if other is not None:
-            if (m := _END.search(line)) and m.group("bench") == other:
+            if end and end.group("bench") == other:
                 other = None
             continue
         if (m := _BEGIN.search(line)) and m.group("bench") != bench:
             other = m.group("bench")
             continue
-        if (m := _END.search(line)) and m.group("bench") != bench:
+        if end and end.group("bench") != bench:
             continue  # an END without its BEGIN: not this frame's
-        if m := _END.search(line):
+        if m := end:
             if m.group("v") != VERSION:
                 raise ParseError(f"frame version {_shown(m.group('v'))}, expected {VERSION}")
             if m.group("status") != "ok":

@@ -28,14 +28,13 @@ from scipy.stats import mannwhitneyu
 
 import engine.vm.images as images
 from benchmarks.registry import get
+from benchmarks.sync_rcu_latency.parser import DURATION, SUMMARY
 from engine.vm.domain import VMSpec
 from engine.vm.runner import new_domain_name, run_vm
 from perf._kernels import DATA, kernel
 from perf.tracing import abba
 from perf.vm_overhead import TOPOLOGY, URI
 
-_DURATION = re.compile(r"writer-duration:\s+\d+ (\d+)")
-_TOTAL = re.compile(r"duration: (\d+) gps")
 _STAMP = re.compile(r"^\[\s*(\d+\.\d+)\]", re.M)
 
 
@@ -81,13 +80,13 @@ def main() -> int:
                 **TOPOLOGY[args.arch],  # type: ignore[arg-type]
             )  # fmt: skip
             c = run_vm(URI, spec, boot_timeout=300, run_timeout=300).console
-            w = np.array([int(m.group(1)) / 1e6 for m in _DURATION.finditer(c)])
-            total = _TOTAL.search(c)
+            w = np.array([int(m.group("ns")) / 1e6 for m in DURATION.finditer(c)])
+            total = SUMMARY.search(c)
             if not w.size or total is None:
                 raise SystemExit(f"boot {i} ({side}): no rcuscale results on the console")
             share = float(np.mean(np.abs(w - np.rint(w)) < 0.1))
             rows[side].append((float(np.median(w)), share, float(w[:10].sum()),
-                               int(total.group(1)) / 1e6))  # fmt: skip
+                               int(total.group("dur")) / 1e6))  # fmt: skip
             if side == "B":
                 done = [ln for ln in c.splitlines() if " has 100 measurements" in ln]
                 m = _STAMP.match(done[-1]) if done else None

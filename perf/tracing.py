@@ -21,7 +21,6 @@ Run on an otherwise idle machine (a build or `make test` beside it skews every n
 """
 
 import argparse
-import re
 import statistics
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from benchmarks import rcutrace
 from benchmarks.rcutrace.parser import Trace, parse_console, summary
 from benchmarks.registry import BENCHMARKS, get, kconfig_for
 from benchmarks.spec import Kind, RunContext
+from benchmarks.sync_rcu_latency.parser import DURATION
 from engine.build.builder import BuildOutcome, build_kernel
 from engine.run.console import RunOutcome
 from engine.run.outcomes import OK
@@ -49,7 +49,6 @@ from stats.methods import brunner_munzel, hodges_lehmann
 from stats.phases import compare, share
 
 DEMO = ROOT / "demo" / "0001-rcu-fqs-one-more-jiffy-demo.mbox"
-_DURATION = re.compile(r"rcu-scale:\s+0 writer-duration:\s+\d+ (\d+)\s*$", re.M)
 
 
 def abba(n: int) -> list[str]:
@@ -88,7 +87,7 @@ def primary(name: str, out: RunOutcome) -> float:
     if name == "sync-rcu-latency":
         # The writer's durations alone: a kernel --without CONFIG_SCHEDSTATS=y has no
         # rcuscale window, which the benchmark's parser refuses (benchmarks/guest.py).
-        durations = [int(m.group(1)) / 1e6 for m in _DURATION.finditer(out.console)]
+        durations = [int(m.group("ns")) / 1e6 for m in DURATION.finditer(out.console)]
         if len(durations) < 100:
             raise SystemExit(f"{len(durations)} writer-duration lines: {out.reason}")
         return statistics.median(durations)

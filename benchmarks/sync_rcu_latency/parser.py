@@ -27,7 +27,7 @@ SUMMARY = re.compile(
     r"gps: (?P<gps>\d+) batches: (?P<batches>\d+)\s*$",
     re.M,
 )
-_DURATION = re.compile(
+DURATION = re.compile(
     _TS + r"rcu-scale:\s+(?P<w>\d+) writer-duration:\s+(?P<i>\d+) (?P<ns>\d+)\s*$", re.M
 )
 _COMPLAINT = re.compile(_TS + r"rcu-scale:!!! (?P<what>.*)$", re.M)
@@ -64,7 +64,7 @@ def parse(console: str, ctx: RunContext | None = None) -> Parsed:
             f"rcuscale reported writers {sorted(writers)[:10]}, expected {expected} (nwriters)"
         )
     samples: dict[int, dict[int, int]] = {w: {} for w in writers}
-    for m in _DURATION.finditer(console):
+    for m in DURATION.finditer(console):
         w = count(m.group("w"), "writer", MAX_WRITERS - 1)
         i = count(m.group("i"), f"writer {w} duration index", MAX_MEAS - 1)
         if w not in samples:
